@@ -1,0 +1,29 @@
+# Command 1: `make quick`  — set up .venv and run the quick study-S reproduction with a report.
+# Command 2: `make test`   — set up .venv with test extras and run the test suite.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup setup-test quick test lint bench
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+setup: $(BIN)/python
+	$(BIN)/pip install -q -c constraints.txt -e .
+
+setup-test: $(BIN)/python
+	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
+
+quick: setup
+	$(BIN)/rulelab reproduce shortcut-saturation --scale quick --out reports/shortcut-saturation-quick.html
+
+test: setup-test
+	$(BIN)/python -m pytest
+
+lint: setup-test
+	$(BIN)/ruff check src tests bench
+
+bench: setup
+	$(BIN)/python bench/train_throughput.py

@@ -1,0 +1,166 @@
+"""Rates with honest uncertainty: Wilson intervals and per-configuration rate tables.
+
+SPEC S.3: "The generalization rate of a configuration is the fraction of seeds that
+generalize; always report it with a 95% Wilson interval and n." SPEC "Cross-cutting": rates
+carry Wilson intervals and counts.
+
+The Wilson score interval (Wilson 1927) for ``k`` successes in ``n`` trials at normal quantile
+``z`` is
+
+    centre ± half = (k + z²/2) / (n + z²)  ±  z·√(k(n−k)/n + z²/4) / (n + z²)
+
+It stays inside [0, 1] and is sensible at k = 0 and k = n, where the normal (Wald) interval
+collapses to a point. With n ≈ 30 seeds per cell (the paper's scale) the interval is wide —
+23/30 is [59%, 88%] — which is exactly why it must be shown.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+Z95 = 1.959963984540054  # Φ⁻¹(0.975): two-sided 95%
+
+# Columns of a runs frame that are not part of a run's configuration (S.3 summaries,
+# bookkeeping written by the store). Everything else is treated as a config column.
+NOT_CONFIG = frozenset(
+    {
+        "run_id",
+        "status",
+        "seed",
+        "code_version",
+        "experiment",
+        "experiment_id",
+        "config",
+        "config_json",
+        "config_hash",
+        "shape_key",
+        "device",
+        "error",
+        "message",
+        "chunk",
+        "chunk_id",
+        "host",
+        "generalized",
+        "first_epoch_100",
+        "max_adv_acc",
+        "final_adv_acc",
+        "final_val_acc",
+        "final_train_loss",
+        "transient",
+        "epochs_done",
+        "steps_done",
+        "phase2_onset",
+        "summary",
+    }
+)
+_NOT_CONFIG_PREFIXES = ("final_", "first_", "last_")
+_NOT_CONFIG_SUFFIXES = ("_at", "_time", "_s", "_seconds")
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """95% Wilson score interval for ``k`` of ``n`` (SPEC S.3); ``n = 0`` gives (0, 1)."""
+    lo, hi = wilson_arrays(np.asarray(k), np.asarray(n), z)
+    return float(lo), float(hi)
+
+
+def wilson_arrays(k, n, z: float = Z95) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorized :func:`wilson` over broadcastable arrays of counts ``k`` and totals ``n``."""
+    k = np.asarray(k, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    if np.any(k < 0) or np.any(k > n):
+        raise ValueError("wilson: counts must satisfy 0 ≤ k ≤ n")
+    z2 = z * z
+    safe_n = np.where(n > 0, n, 1.0)  # avoid 0/0; n = 0 is overwritten below
+    denom = safe_n + z2
+    centre = (k + z2 / 2) / denom
+    half = z * np.sqrt(k * (safe_n - k) / safe_n + z2 / 4) / denom
+    # At k = 0 (k = n) the bound is exactly 0 (1); set it so rounding cannot leave 1e-17.
+    lo = np.where(k > 0, np.clip(centre - half, 0.0, 1.0), 0.0)
+    hi = np.where(k < n, np.clip(centre + half, 0.0, 1.0), 1.0)
+    # No trials: nothing is known.
+    lo = np.where(n > 0, lo, 0.0)
+    hi = np.where(n > 0, hi, 1.0)
+    return lo, hi
+
+
+def config_columns(runs: pd.DataFrame) -> list[str]:
+    """Columns of ``runs`` that define a configuration (everything but seed, summaries, ids)."""
+    cols = []
+    for c in runs.columns:
+        name = str(c)
+        if name in NOT_CONFIG or name.startswith(_NOT_CONFIG_PREFIXES):
+            continue
+        if name.endswith(_NOT_CONFIG_SUFFIXES):
+            continue
+        if runs[c].map(lambda v: isinstance(v, dict | list | set)).any():
+            continue  # nested values (e.g. a raw config dict) cannot key a group
+        cols.append(c)
+    return cols
+
+
+def varying_columns(runs: pd.DataFrame, cols: list[str] | None = None) -> list[str]:
+    """Config columns that take more than one value across ``runs`` (NaN counts as a value)."""
+    cols = config_columns(runs) if cols is None else cols
+    return [c for c in cols if c in runs.columns and runs[c].nunique(dropna=False) > 1]
+
+
+def flag_values(values: pd.Series) -> pd.Series:
+    """Coerce a flag column (bool, 0/1, None/NaN) to bool; missing means False."""
+    return values.map(lambda v: False if v is None or pd.isna(v) else bool(v)).astype(bool)
+
+
+def rate_table(runs: pd.DataFrame, by: list[str], flag: str = "generalized") -> pd.DataFrame:
+    """Rate of ``flag`` per group of ``by`` columns, over finished runs (SPEC S.3).
+
+    Columns: ``*by, n, k, rate, ci_low, ci_high, n_failed`` and ``mean_max_adv`` when
+    ``runs`` has ``max_adv_acc``. ``n`` counts runs with status ``"done"``, ``k`` those among
+    them whose flag is true (a missing flag on a done run counts as false); pending or running
+    runs are left out, failed ones counted in ``n_failed``. A group with no finished run has
+    ``n = 0``, rate NaN and interval (0, 1).
+    """
+    by = list(by)
+    missing = [c for c in [*by, "status", flag] if c not in runs.columns]
+    if missing:
+        raise KeyError(f"rate_table: runs has no column(s) {missing}")
+    status = runs["status"].astype(str)
+    frame = pd.DataFrame(
+        {
+            "_done": status.eq("done"),
+            "_failed": status.eq("failed"),
+        },
+        index=runs.index,
+    )
+    frame["_hit"] = frame["_done"] & flag_values(runs[flag])
+    has_adv = "max_adv_acc" in runs.columns
+    if has_adv:
+        adv = pd.to_numeric(runs["max_adv_acc"], errors="coerce")
+        frame["_adv"] = adv.where(frame["_done"])  # mean over finished runs only
+    keys = [runs[c] for c in by] if by else [pd.Series(0, index=runs.index)]
+    grouped = frame.groupby(keys, dropna=False, sort=True)
+    agg = {"n": ("_done", "sum"), "k": ("_hit", "sum"), "n_failed": ("_failed", "sum")}
+    if has_adv:
+        agg["mean_max_adv"] = ("_adv", "mean")
+    table = grouped.agg(**agg)
+    table = table.reset_index(drop=not by)
+    if by:
+        table.columns = [*by, *agg]
+    for c in ("n", "k", "n_failed"):
+        table[c] = table[c].astype(np.int64)
+    n, k = table["n"].to_numpy(), table["k"].to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table["rate"] = np.where(n > 0, k / np.maximum(n, 1), np.nan)
+    table["ci_low"], table["ci_high"] = wilson_arrays(k, n)
+    order = [*by, "n", "k", "rate", "ci_low", "ci_high", "n_failed"]
+    if has_adv:
+        order.append("mean_max_adv")
+    return table[order]
+
+
+def format_rate(k: int, n: int, *, digits: int = 0) -> str:
+    """``"77% [59%, 88%] (23/30)"``: rate, 95% Wilson interval and counts (SPEC S.3)."""
+    if n == 0:
+        return "— (0/0)"
+    lo, hi = wilson(k, n)
+    pct = f"{{:.{digits}%}}".format
+    return f"{pct(k / n)} [{pct(lo)}, {pct(hi)}] ({k}/{n})"

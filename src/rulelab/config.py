@@ -1,0 +1,143 @@
+"""Typed, validated run configurations and their stable hashes.
+
+A run is fully determined by its config (SPEC "Cross-cutting"). Configs are flat: every key is
+named like its CLI flag (``ratio``, ``weight_decay``, ``seed``, ``layers``), so the registry,
+``rulelab runs --json`` and DataFrames all speak the same names.
+
+Fields split in two kinds (DESIGN §1):
+- *shape* fields must be equal for all members of one ensemble (architecture, sizes, steps);
+- *member* fields may differ per member (data: ratio, data seed; model seed; optimizer
+  hyperparameters), and become ``[E]`` tensors or per-member data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+# Fields that may differ between members of one ensemble.
+MPSP_MEMBER_FIELDS = (
+    "ratio",
+    "data_seed",
+    "seed",
+    "lr",
+    "weight_decay",
+    "beta1",
+    "beta2",
+    "eps",
+    "warmup",
+)
+
+
+class ConfigError(ValueError):
+    """A config value out of range, reported as one line naming the flag and what is allowed."""
+
+
+class MPSPRunConfig(BaseModel):
+    """One study-S run: MPSP task (SPEC S.1) × transformer (S.2) × AdamW training (S.3)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task: Literal["mpsp"] = "mpsp"
+    # --- task (S.1) ---
+    label_mod: Literal[2, 3] = Field(2, description="k: label = sum mod k")
+    shortcut: Literal["max", "first"] = Field("max", description="shortcut = max(x) or x_1 mod k")
+    ratio: float = Field(0.9, ge=0.0, le=1.0, description="r: fraction of consistent train examples")
+    seq_len: int = Field(10, ge=2, le=64, description="n: integers per sequence")
+    vocab: int = Field(64, ge=4, le=4096, description="V: integers are drawn from [0, V)")
+    n_train: int = Field(16384, ge=16, le=1_000_000)
+    n_eval: int = Field(4096, ge=16, le=1_000_000, description="size of val and of adv")
+    data_seed: int = Field(0, ge=0, lt=2**31)
+    # --- model (S.2) ---
+    layers: int = Field(2, ge=1, le=12)
+    heads: int = Field(2, ge=1, le=16)
+    d_model: int = Field(64, ge=4, le=4096)
+    d_mlp: int = Field(128, ge=0, le=16384, description="0 means attention-only")
+    act: Literal["relu", "gelu"] = "relu"
+    ln: bool = Field(True, description="pre-LayerNorm blocks and a final LayerNorm")
+    # --- training (S.3) ---
+    seed: int = Field(0, ge=0, lt=2**31, description="model seed (init, minibatch order)")
+    epochs: int = Field(15000, ge=1, le=10_000_000)
+    lr: float = Field(1e-3, gt=0.0, le=10.0)
+    weight_decay: float = Field(0.1, ge=0.0, le=10.0)
+    beta1: float = Field(0.9, ge=0.0, lt=1.0)
+    beta2: float = Field(0.98, ge=0.0, lt=1.0)
+    eps: float = Field(1e-8, gt=0.0, le=1.0)
+    warmup: int = Field(0, ge=0, le=10_000_000, description="linear warm-up steps")
+    batch_size: int = Field(0, ge=0, le=1_000_000, description="0 means full batch")
+    eval_every: int = Field(10, ge=1, le=10_000_000)
+    transient_threshold: float = Field(0.95, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _check_relations(self) -> MPSPRunConfig:
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
+        if self.batch_size > self.n_train:
+            raise ValueError(f"batch_size ({self.batch_size}) must be ≤ n_train ({self.n_train})")
+        if self.vocab < self.label_mod:
+            raise ValueError(f"vocab ({self.vocab}) must be ≥ label_mod ({self.label_mod})")
+        return self
+
+    # --- derived quantities ---------------------------------------------------------------
+    @property
+    def n_ctx(self) -> int:
+        """Positions: the CLS token plus the sequence."""
+        return self.seq_len + 1
+
+    @property
+    def d_vocab(self) -> int:
+        """Input vocabulary: V integers plus the CLS token (id V)."""
+        return self.vocab + 1
+
+    @property
+    def steps_per_epoch(self) -> int:
+        if self.batch_size in (0, self.n_train):
+            return 1
+        return -(-self.n_train // self.batch_size)
+
+    def shape_key(self) -> str:
+        """Hash of the fields members of one ensemble must share."""
+        shared = {k: v for k, v in self.flat().items() if k not in MPSP_MEMBER_FIELDS}
+        return stable_hash(shared)
+
+    def flat(self) -> dict:
+        return self.model_dump(mode="json")
+
+    @property
+    def run_id(self) -> str:
+        """Stable id: hash of the canonical config JSON (which includes the seed)."""
+        return stable_hash(self.flat())
+
+
+def stable_hash(obj: dict, n: int = 12) -> str:
+    canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:n]
+
+
+def flag_name(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def format_validation_error(err: ValidationError) -> str:
+    """One line naming the offending flag and what is allowed (first error only)."""
+    e = err.errors()[0]
+    field = ".".join(str(p) for p in e.get("loc", ()))
+    msg = e.get("msg", "invalid value")
+    if e.get("type") == "value_error":
+        msg = msg.removeprefix("Value error, ")
+    value = e.get("input")
+    if field:
+        shown = "" if isinstance(value, dict) else f" {value!r}"
+        return f"{flag_name(field)}:{shown} is not allowed; {msg.lower()}"
+    return msg
+
+
+def make_config(cls: type[BaseModel], **values) -> BaseModel:
+    """Build a config, turning pydantic's report into a one-line :class:`ConfigError`."""
+    try:
+        return cls(**values)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err)) from None

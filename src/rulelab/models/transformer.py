@@ -1,0 +1,81 @@
+"""The ensemble transformer classifier of study S (SPEC S.2, DESIGN §1).
+
+A CLS token (id ``V``) is prepended to each sequence; attention is bidirectional; blocks are
+pre-LayerNorm (or no LayerNorm); the final LayerNorm'd CLS residual is unembedded to ``k``
+logits. Every parameter has a leading member axis ``E`` and each member is initialised from
+its own seed, so member ``i`` of an ensemble equals the same model built alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from rulelab.models.components import Block, LayerNorm
+from rulelab.models.hooks import HookedEnsemble, HookPoint
+
+
+class EnsembleTransformer(HookedEnsemble):
+    """``E`` independent transformers sharing one shape. Input ``[E, B, n]`` → logits ``[E, B, k]``.
+
+    ``cfg`` is any object with the shape fields of :class:`rulelab.config.MPSPRunConfig`
+    (``layers, heads, d_model, d_mlp, act, ln, vocab, seq_len, label_mod``).
+    """
+
+    def __init__(self, cfg, n_members: int) -> None:
+        super().__init__()
+        E, d = n_members, cfg.d_model
+        self.cfg, self.n_members = cfg, n_members
+        self.cls_token = cfg.vocab
+        self.W_E = nn.Parameter(torch.empty(E, cfg.vocab + 1, d))  # [E, d_vocab, d_model]
+        self.W_pos = nn.Parameter(torch.empty(E, cfg.seq_len + 1, d))  # [E, n_ctx, d_model]
+        self.blocks = nn.ModuleList(Block(E, cfg) for _ in range(cfg.layers))
+        self.ln_final = LayerNorm(E, d) if cfg.ln else None
+        self.W_U = nn.Parameter(torch.empty(E, d, cfg.label_mod))  # [E, d_model, d_vocab_out]
+        self.b_U = nn.Parameter(torch.zeros(E, cfg.label_mod))
+        self.hook_embed = HookPoint()  # [E, batch, pos, d_model]
+        self.hook_pos_embed = HookPoint()
+        self.setup_hooks()
+
+    def init_weights(self, seeds: Sequence[int]) -> EnsembleTransformer:
+        """Member ``e`` draws every weight matrix from its own generator seeded with ``seeds[e]``.
+
+        Weight matrices ~ N(0, (0.8/√d_model)²) (TransformerLens' default ``initializer_range``);
+        biases 0; LayerNorm weights 1.
+        """
+        if len(seeds) != self.n_members:
+            raise ValueError(f"need {self.n_members} seeds, got {len(seeds)}")
+        std = 0.8 / math.sqrt(self.cfg.d_model)
+        named = [(n, p) for n, p in self.named_parameters() if n.split(".")[-1].startswith("W_")]
+        with torch.no_grad():
+            for e, seed in enumerate(seeds):
+                gen = torch.Generator().manual_seed(int(seed))
+                for _, p in named:  # fixed order: named_parameters() is deterministic
+                    p[e].copy_(torch.randn(p.shape[1:], generator=gen) * std)
+        return self
+
+    def add_cls(self, x: torch.Tensor) -> torch.Tensor:
+        """``[E, B, n]`` integers → ``[E, B, n+1]`` tokens with CLS at position 0."""
+        cls = torch.full((*x.shape[:-1], 1), self.cls_token, dtype=x.dtype, device=x.device)
+        return torch.cat([cls, x], dim=-1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [E, B, n]`` (integers, without CLS) → logits ``[E, B, k]`` read at CLS."""
+        tokens = self.add_cls(x)
+        E, B, T = tokens.shape
+        member = torch.arange(E, device=x.device).view(E, 1, 1)
+        embed = self.hook_embed(self.W_E[member, tokens])  # [E, B, T, d]
+        pos = self.hook_pos_embed(self.W_pos[:, :T].unsqueeze(1).expand(E, B, T, -1))
+        resid = embed + pos
+        # Without hooks the last block only needs the CLS query: same logits, fewer FLOPs.
+        fast = not any(hp.has_hooks for hp in self.hook_dict.values())
+        for i, block in enumerate(self.blocks):
+            last = i == len(self.blocks) - 1
+            resid = block(resid, query_pos=0 if (fast and last) else None)
+        if self.ln_final is not None:
+            resid = self.ln_final(resid)
+        cls = resid[:, :, 0]  # [E, B, d]
+        return torch.baddbmm(self.b_U.unsqueeze(1), cls, self.W_U)  # [E, B, k]

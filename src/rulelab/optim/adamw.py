@@ -1,0 +1,133 @@
+"""Batched AdamW over stacked ``[E, ...]`` parameters with per-member hyperparameters.
+
+Each member ``e`` follows exactly ``torch.optim.AdamW`` (Loshchilov & Hutter 2019, decoupled
+weight decay) with its own ``lr[e], weight_decay[e], beta1[e], beta2[e], eps[e]`` and linear
+warm-up length ``warmup[e]`` — the oracle test checks this member by member. Nothing reduces
+across the member axis; a member marked inactive (e.g. it went NaN) is frozen in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+
+
+def _per_member(values: Sequence[float] | float, n: int, name: str) -> torch.Tensor:
+    t = torch.as_tensor(values, dtype=torch.float64).flatten()
+    if t.numel() == 1:
+        t = t.expand(n)
+    if t.numel() != n:
+        raise ValueError(f"{name}: expected {n} per-member values, got {t.numel()}")
+    return t.clone()
+
+
+class BatchedAdamW:
+    """AdamW where every hyperparameter is an ``[E]`` vector (one value per member)."""
+
+    def __init__(
+        self,
+        params: Iterable[torch.nn.Parameter],
+        *,
+        n_members: int,
+        lr: Sequence[float] | float = 1e-3,
+        weight_decay: Sequence[float] | float = 0.01,
+        beta1: Sequence[float] | float = 0.9,
+        beta2: Sequence[float] | float = 0.999,
+        eps: Sequence[float] | float = 1e-8,
+        warmup: Sequence[int] | int = 0,
+    ) -> None:
+        self.params = list(params)
+        E = self.n_members = n_members
+        for p in self.params:
+            if p.shape[0] != E:
+                raise ValueError(f"parameter of shape {tuple(p.shape)} lacks the member axis {E}")
+        self.lr = _per_member(lr, E, "lr")
+        self.weight_decay = _per_member(weight_decay, E, "weight_decay")
+        self.beta1 = _per_member(beta1, E, "beta1")
+        self.beta2 = _per_member(beta2, E, "beta2")
+        self.eps = _per_member(eps, E, "eps")
+        self.warmup = _per_member(warmup, E, "warmup")
+        self.active = torch.ones(E, dtype=torch.bool)
+        self.step_count = 0
+        self.exp_avg = [torch.zeros_like(p) for p in self.params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+
+    def lr_now(self) -> torch.Tensor:
+        """``[E]`` learning rate at the coming step: linear warm-up, then constant."""
+        t = self.step_count + 1
+        ramp = torch.where(self.warmup > 0, (t / self.warmup.clamp(min=1)).clamp(max=1.0), 1.0)
+        return self.lr * ramp
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        self.step_count += 1
+        t = self.step_count
+        dev = self.params[0].device
+        # Hyperparameter algebra in float64 on [E], as torch.optim does with Python floats.
+        lr = self.lr_now() * self.active
+        b1, b2 = self.beta1, self.beta2
+        step_size = (lr / (1 - b1**t)).to(dev)
+        bias2_sqrt = (1 - b2**t).sqrt().to(dev)
+        decay = (1 - lr * self.weight_decay).to(dev)
+        one_minus_b1, b2_dev = (1 - b1).to(dev), b2.to(dev)
+        one_minus_b2, eps = (1 - b2).to(dev), self.eps.to(dev)
+        frozen = not bool(self.active.all())
+        active = self.active.to(dev)
+        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
+            if p.grad is None:
+                continue
+            shape = (-1,) + (1,) * (p.dim() - 1)
+            g = p.grad
+            if frozen:  # a frozen member's NaN gradient must not reach its state
+                g = torch.where(active.view(shape), g, 0.0)
+            p.mul_(decay.view(shape).to(p.dtype))
+            m.lerp_(g, one_minus_b1.view(shape).to(p.dtype))
+            v.mul_(b2_dev.view(shape).to(p.dtype)).addcmul_(
+                g, g * one_minus_b2.view(shape).to(p.dtype)
+            )
+            denom = (v.sqrt() / bias2_sqrt.view(shape).to(p.dtype)).add_(eps.view(shape).to(p.dtype))
+            p.addcdiv_(m * step_size.view(shape).to(p.dtype), denom, value=-1.0)
+
+    def deactivate(self, members: torch.Tensor) -> None:
+        """Freeze the members where ``members`` ([E] bool) is true."""
+        self.active &= ~members.cpu()
+
+    # --- checkpointing ----------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "step_count": self.step_count,
+            "active": self.active.clone(),
+            "exp_avg": [m.detach().cpu().clone() for m in self.exp_avg],
+            "exp_avg_sq": [v.detach().cpu().clone() for v in self.exp_avg_sq],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step_count = int(state["step_count"])
+        self.active = state["active"].clone()
+        for dst, src in zip(self.exp_avg + self.exp_avg_sq, state["exp_avg"] + state["exp_avg_sq"],
+                            strict=True):
+            dst.copy_(src)
+
+    def member_state(self, e: int) -> dict:
+        """The state of member ``e`` alone (for per-run checkpoints)."""
+        return {
+            "step_count": self.step_count,
+            "active": bool(self.active[e]),
+            "exp_avg": [m[e].detach().cpu().clone() for m in self.exp_avg],
+            "exp_avg_sq": [v[e].detach().cpu().clone() for v in self.exp_avg_sq],
+        }
+
+    def load_member_state(self, e: int, state: dict) -> None:
+        if int(state["step_count"]) != self.step_count and self.step_count != 0:
+            raise ValueError("members of one ensemble must resume from the same step")
+        self.step_count = int(state["step_count"])
+        self.active[e] = bool(state["active"])
+        with torch.no_grad():
+            for dst, src in zip(self.exp_avg + self.exp_avg_sq,
+                                state["exp_avg"] + state["exp_avg_sq"], strict=True):
+                dst[e].copy_(src)

@@ -1,0 +1,117 @@
+"""Figures and the self-contained HTML report (SPEC S.3: rates with Wilson CI and k/n;
+"Cross-cutting": curves carry seed spread, results carry their code version)."""
+
+import base64
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from rulelab.analysis.stats import format_rate
+from rulelab.report.figures import accuracy_curves, loss_curves, rate_vs_ratio
+from rulelab.report.html import write_report
+
+PNG = b"\x89PNG\r\n\x1a\n"
+# Seeds that generalize per (layers, ratio), out of 3: shaped like the paper's headline.
+GENERALIZING = {(1, 0.5): 1, (1, 0.9): 0, (2, 0.5): 0, (2, 0.9): 2}
+PAPER = {"2L": {0.5: 0.0, 0.9: 0.77}, "1L": {0.5: 0.33, 0.9: 0.0}}
+
+
+def make_lab(epochs: int = 20, seeds: int = 3, weight_decays=(0.1,)):
+    """2 archs × 2 ratios × seeds, with 20-epoch curves, plus one failed and one pending run."""
+    rng = np.random.default_rng(0)
+    runs, metrics = [], []
+    ep = np.arange(1, epochs + 1) * 10
+    for (layers, ratio), wins in GENERALIZING.items():
+        for wd in weight_decays:
+            for seed in range(seeds):
+                run_id = f"L{layers}-r{ratio}-wd{wd}-s{seed}"
+                won = seed < wins
+                adv = np.clip(np.linspace(0.05, 1.3 if won else 0.4, epochs), 0, 1)
+                first = float(ep[np.argmax(adv >= 1.0)]) if won else np.nan
+                runs.append(dict(run_id=run_id, status="done", layers=layers, heads=layers,
+                                 ratio=ratio, weight_decay=wd, label_mod=2, shortcut="max",
+                                 seq_len=10, vocab=64, n_train=16384, epochs=int(ep[-1]),
+                                 lr=1e-3, seed=seed, generalized=won, first_epoch_100=first,
+                                 max_adv_acc=adv.max(), final_adv_acc=adv[-1],
+                                 code_version="0.1.0+g1234567"))
+                val = np.minimum(1.0, 0.6 + 0.05 * np.arange(epochs))
+                loss_c = np.exp(-0.2 * np.arange(epochs)) + 1e-3
+                loss_a = 2 * np.exp(-0.05 * np.arange(epochs)) + rng.uniform(0, 0.05, epochs)
+                for split, metric, values in [("val", "acc", val), ("adv", "acc", adv),
+                                              ("train_consistent", "loss", loss_c),
+                                              ("train_anti", "loss", loss_a)]:
+                    metrics.append(pd.DataFrame(dict(run_id=run_id, epoch=ep, split=split,
+                                                     metric=metric, value=values)))
+    base = dict(runs[-1], generalized=None, first_epoch_100=np.nan, max_adv_acc=np.nan)
+    runs.append(dict(base, run_id="failed-1", status="failed", seed=90))
+    runs.append(dict(base, run_id="pending-1", status="pending", seed=91))
+    return pd.DataFrame(runs), pd.concat(metrics, ignore_index=True)
+
+
+def _images(text: str) -> list[bytes]:
+    return [base64.b64decode(b) for b in re.findall(r'src="data:image/png;base64,([^"]+)"', text)]
+
+
+def test_report_is_self_contained_with_rates(tmp_path):
+    runs, metrics = make_lab()
+    out = write_report(tmp_path / "nested" / "dir" / "report.html", title="Study S <quick>",
+                       runs=runs, metrics=metrics, paper=PAPER,
+                       sections=[("Notes", "a < b & c"), ("Raw", "<p><b>bold</b></p>")])
+    assert out.exists() and out.parent.name == "dir"
+    text = out.read_text(encoding="utf-8")
+    images = _images(text)
+    assert len(images) >= 2 and all(img.startswith(PNG) for img in images)
+    srcs = re.findall(r'(?:src|href)="([^"]*)"', text)
+    assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert 'src="http' not in text and 'src="file' not in text and "<link" not in text
+    # One row per (layers, ratio); the failed and pending runs are not counted.
+    for (_layers, _ratio), wins in GENERALIZING.items():
+        assert format_rate(wins, 3) in text
+    assert "(2/3)" in text and "(1/3)" in text and "(4/3)" not in text
+    assert "Study S &lt;quick&gt;" in text
+    assert "a &lt; b &amp; c" in text and "<p><b>bold</b></p>" in text
+    assert "0.1.0+g1234567" in text
+    assert "<td>77%</td>" in text  # the paper's 2L, r = 0.9 reference beside our rate
+    assert [p.name for p in out.parent.iterdir()] == ["report.html"]  # no temp file left
+
+
+def test_empty_lab_gets_a_message(tmp_path):
+    runs = pd.DataFrame(columns=["run_id", "status", "ratio", "generalized"])
+    metrics = pd.DataFrame(columns=["run_id", "epoch", "split", "metric", "value"])
+    text = write_report(tmp_path / "r.html", title="empty", runs=runs, metrics=metrics).read_text()
+    assert "no runs yet" in text and "data:image/png" not in text
+
+
+def test_lab_in_progress_renders_without_finished_runs(tmp_path):
+    runs, metrics = make_lab()
+    runs = runs.assign(status="running", generalized=None)
+    metrics = metrics.rename(columns={"epoch": "step"})  # the store may key curves by step
+    text = write_report(tmp_path / "r.html", title="live", runs=runs, metrics=metrics).read_text()
+    assert "— (0/0)" in text and "14 running" in text
+    assert len(_images(text)) == 3
+
+
+def test_rate_vs_ratio_lines_per_config_and_paper_points():
+    runs, _ = make_lab(weight_decays=(0.1, 0.4))
+    fig = rate_vs_ratio(runs, paper=PAPER)
+    assert isinstance(fig, Figure)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert {"1L·1H wd=0.1", "2L·2H wd=0.4", "paper 1L", "paper 2L", "chance b=1/2"} <= set(labels)
+    assert fig.axes[0].get_ylim() == pytest.approx((-0.03, 1.03))
+
+
+def test_accuracy_curves_one_panel_per_config_with_seed_lines():
+    runs, metrics = make_lab()
+    fig = accuracy_curves(runs, metrics)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == 4
+    titles = [ax.get_title() for ax in panels]
+    assert "2L·2H r=0.9\n2/3 generalized" in titles
+    # 2 splits × 3 seeds thin lines + 2 medians + the first-100% markers + chance line.
+    assert len(panels[0].lines) >= 2 * 3 + 2
+    few = accuracy_curves(runs, metrics, max_configs=2)
+    assert len([ax for ax in few.axes if ax.get_visible()]) == 2
+    assert len(loss_curves(runs, metrics).axes) == 4
