@@ -105,6 +105,13 @@ def varying_columns(runs: pd.DataFrame, cols: list[str] | None = None) -> list[s
     return [c for c in cols if c in runs.columns and runs[c].nunique(dropna=False) > 1]
 
 
+def cell_columns(runs: pd.DataFrame) -> list[str]:
+    """Columns that define a rate cell: layers, heads, other varying config columns, ratio."""
+    arch = [c for c in ("layers", "heads") if c in runs.columns]
+    others = [c for c in varying_columns(runs) if c not in (*arch, "ratio")]
+    return arch + others + (["ratio"] if "ratio" in runs.columns else [])
+
+
 def flag_values(values: pd.Series) -> pd.Series:
     """Coerce a flag column (bool, 0/1, None/NaN) to bool; missing means False."""
     return values.map(lambda v: False if v is None or pd.isna(v) else bool(v)).astype(bool)

@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from rulelab.models.components import Block, LayerNorm
@@ -66,8 +67,12 @@ class EnsembleTransformer(HookedEnsemble):
         """``x [E, B, n]`` (integers, without CLS) → logits ``[E, B, k]`` read at CLS."""
         tokens = self.add_cls(x)
         E, B, T = tokens.shape
-        member = torch.arange(E, device=x.device).view(E, 1, 1)
-        embed = self.hook_embed(self.W_E[member, tokens])  # [E, B, T, d]
+        # Gather from W_E flattened to [E·d_vocab, d]: F.embedding's backward accumulates each
+        # member's rows in the same order as a lone run would (advanced indexing does not).
+        V = self.W_E.shape[1]
+        offset = torch.arange(E, device=x.device).view(E, 1, 1) * V
+        embed = F.embedding(tokens + offset, self.W_E.reshape(E * V, -1))
+        embed = self.hook_embed(embed)  # [E, B, T, d]
         pos = self.hook_pos_embed(self.W_pos[:, :T].unsqueeze(1).expand(E, B, T, -1))
         resid = embed + pos
         # Without hooks the last block only needs the CLS query: same logits, fewer FLOPs.

@@ -19,8 +19,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from rulelab.analysis.stats import format_rate, rate_table, varying_columns
-from rulelab.report.figures import ARCH, accuracy_curves, loss_curves, rate_vs_ratio
+from rulelab.analysis.stats import cell_columns, format_rate, rate_table
+from rulelab.report.figures import accuracy_curves, loss_curves, rate_vs_ratio
 
 _CSS = """
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222;
@@ -55,13 +55,6 @@ def _figure_html(fig: Figure, caption: str) -> str:
     return f'<figure><img src="{src}" alt="{alt}"><figcaption>{alt}</figcaption></figure>'
 
 
-def _table_columns(runs: pd.DataFrame) -> list[str]:
-    """Architecture, then the other config columns that vary, then the ratio (SPEC S.3 cells)."""
-    others = [c for c in varying_columns(runs) if c not in (*ARCH, "ratio")]
-    by = [c for c in ARCH if c in runs.columns] + others
-    return by + (["ratio"] if "ratio" in runs.columns else [])
-
-
 def _cell(v) -> str:
     if isinstance(v, float):
         return "–" if pd.isna(v) else f"{v:g}"
@@ -82,7 +75,7 @@ def rate_table_html(
 ) -> str:
     """The S.3 rate table as HTML: one row per configuration, ``77% [59%, 88%] (23/30)``,
     with the ``paper`` reference rate beside it when given."""
-    by = _table_columns(runs)
+    by = cell_columns(runs)
     table = rate_table(runs, by, flag=flag)
     head = [*by, f"{flag} (95% Wilson CI, k/n)", "failed"]
     if "mean_max_adv" in table.columns:

@@ -32,13 +32,10 @@ class TrainOptions:
     """Execution knobs that do not change what is computed (beyond float rounding)."""
 
     device: str = "cpu"
-    micro_batch: int = 0  # examples per member per forward chunk; 0 = auto
+    # Examples per member per forward chunk. Fixed per member (not per ensemble) so a member
+    # sums its gradient in the same order whatever ensemble it sits in: bitwise equivalence.
+    micro_batch: int = 512
     eval_chunk: int = 2048
-
-
-def auto_micro_batch(n_members: int, n_train: int) -> int:
-    """Keep ``E · micro_batch`` near 2,048 examples so activations stay near L2-sized."""
-    return max(64, min(n_train, 2048 // max(1, n_members)))
 
 
 class EnsembleTrainer:
@@ -74,7 +71,7 @@ class EnsembleTrainer:
         self.summaries = [MemberSummary(c.transient_threshold) for c in self.configs]
         self.rows: list[list[MetricRow]] = [[] for _ in self.configs]
         self.epoch = 0
-        self.micro_batch = self.options.micro_batch or auto_micro_batch(E, cfg.n_train)
+        self.micro_batch = self.options.micro_batch
 
     # --- one epoch ----------------------------------------------------------------------------
     def _loss(self, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
@@ -139,19 +136,23 @@ class EnsembleTrainer:
     def is_eval_epoch(self) -> bool:
         return self.epoch % self.cfg.eval_every == 0 or self.epoch == self.cfg.epochs
 
-    def fit(self, on_eval: Callable[[EnsembleTrainer], None] | None = None) -> None:
-        """Train to ``cfg.epochs``, evaluating at epoch 0, every ``eval_every`` and at the end."""
+    def fit(self, on_epoch: Callable[[EnsembleTrainer, bool], None] | None = None) -> None:
+        """Train to ``cfg.epochs``, evaluating at epoch 0, every ``eval_every`` and at the end.
+
+        ``on_epoch(trainer, evaluated)`` runs after the initial evaluation and every epoch.
+        """
         if self.epoch == 0 and not any(self.rows):
             self.evaluate()
-            if on_eval:
-                on_eval(self)
+            if on_epoch:
+                on_epoch(self, True)
         self.model.train()
         while self.epoch < self.cfg.epochs:
             self.train_epoch()
-            if self.is_eval_epoch():
+            evaluated = self.is_eval_epoch()
+            if evaluated:
                 self.evaluate()
-                if on_eval:
-                    on_eval(self)
+            if on_epoch:
+                on_epoch(self, evaluated)
 
     # --- per-member state (checkpoints) ------------------------------------------------------
     def member_state(self, e: int) -> dict:

@@ -1,0 +1,246 @@
+"""``rulelab`` command line: data, train, runs, report, reproduce (typer + rich).
+
+Every command validates all of its input first and reports a bad value as one line naming the
+flag and what is allowed (exit code 2), before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from typer.exceptions import Abort, Exit, TyperException
+
+from rulelab.config import ConfigError, MPSPRunConfig, make_config
+from rulelab.grid import expand_grid, split_multi_value_flags
+from rulelab.store import Lab, StoreError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="rulelab: when does a network learn the rule, a shortcut, or noise?")
+data_app = typer.Typer(no_args_is_help=True, help="Generate task data.")
+train_app = typer.Typer(no_args_is_help=True, help="Train ensembles of runs into a lab.")
+reproduce_app = typer.Typer(no_args_is_help=True, help="Reproduce a study end to end.")
+app.add_typer(data_app, name="data")
+app.add_typer(train_app, name="train")
+app.add_typer(reproduce_app, name="reproduce")
+
+MULTI_VALUE_FLAGS = {"--ratio", "--weight-decay", "--lr", "--layers", "--heads", "--data-seed"}
+# Wide enough for the rate table when piped (rich would wrap it at 80 columns).
+console = Console() if sys.stdout.isatty() else Console(width=140)
+err_console = Console(stderr=True)
+
+LabOpt = typer.Option(None, "--lab", help="Lab directory (default $RULELAB_HOME or ./rulelab-runs)")
+
+
+class UserError(Exception):
+    """Bad input: printed as ``error: <message>`` and exit code 2."""
+
+
+def _check_device(device: str) -> str:
+    import torch
+
+    if not re.fullmatch(r"cpu|cuda(:\d+)?|mps", device):
+        raise UserError(f"--device: {device!r} is not allowed; use cpu, cuda or cuda:N")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"--device: {device!r} is not available on this machine; use cpu")
+    return device
+
+
+def _open_lab(lab: Path | None, *, create: bool) -> Lab:
+    try:
+        return Lab(lab, create=create)
+    except StoreError as e:
+        raise UserError(str(e)) from None
+
+
+def _positive(name: str, value: int, low: int = 1) -> int:
+    if value < low:
+        raise UserError(f"{name}: {value} is not allowed; it must be ≥ {low}")
+    return value
+
+
+# --- data ------------------------------------------------------------------------------------
+@data_app.command("mpsp")
+def data_mpsp(
+    out: Path = typer.Option(..., "--out", help="Parquet file to write"),
+    label_mod: int = typer.Option(2, "--label-mod", help="k ∈ {2, 3}: label = sum mod k"),
+    shortcut: str = typer.Option("max", "--shortcut", help="max or first"),
+    ratio: float = typer.Option(0.9, "--ratio", help="spurious ratio r ∈ [0, 1]"),
+    seq_len: int = typer.Option(10, "--seq-len"),
+    vocab: int = typer.Option(64, "--vocab"),
+    n_train: int = typer.Option(16384, "--n-train"),
+    n_eval: int = typer.Option(4096, "--n-eval"),
+    data_seed: int = typer.Option(0, "--data-seed"),
+) -> None:
+    """Write MPSP train/val/adv examples (SPEC S.1), one row per example."""
+    from rulelab.tasks.mpsp import write_parquet
+
+    cfg = make_config(MPSPRunConfig, label_mod=label_mod, shortcut=shortcut, ratio=ratio,
+                      seq_len=seq_len, vocab=vocab, n_train=n_train, n_eval=n_eval,
+                      data_seed=data_seed)
+    if out.suffix != ".parquet":
+        raise UserError(f"--out: {str(out)!r} is not allowed; the file must end in .parquet")
+    splits = _mpsp_data(cfg)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_parquet(splits, out)
+    counts = ", ".join(f"{k} {len(v)}" for k, v in splits.items())
+    console.print(f"wrote {out} ({counts})")
+
+
+def _mpsp_data(cfg):
+    from rulelab.tasks.mpsp import mpsp_from_config
+
+    try:
+        return mpsp_from_config(cfg)
+    except ValueError as e:
+        raise UserError(str(e).splitlines()[0]) from None
+
+
+# --- train -----------------------------------------------------------------------------------
+@train_app.command("mpsp")
+def train_mpsp(
+    label_mod: int = typer.Option(2, "--label-mod", help="k ∈ {2, 3}"),
+    shortcut: str = typer.Option("max", "--shortcut", help="max or first"),
+    ratio: list[float] = typer.Option([0.9], "--ratio", help="spurious ratio(s) r ∈ [0, 1]"),
+    layers: list[int] = typer.Option([2], "--layers"),
+    heads: list[int] = typer.Option([2], "--heads"),
+    d_model: int = typer.Option(64, "--d-model"),
+    d_mlp: int = typer.Option(128, "--d-mlp"),
+    act: str = typer.Option("relu", "--act", help="relu or gelu"),
+    no_ln: bool = typer.Option(False, "--no-ln", help="no LayerNorm"),
+    seq_len: int = typer.Option(10, "--seq-len"),
+    vocab: int = typer.Option(64, "--vocab"),
+    n_train: int = typer.Option(16384, "--n-train"),
+    n_eval: int = typer.Option(4096, "--n-eval"),
+    epochs: int = typer.Option(15000, "--epochs"),
+    lr: list[float] = typer.Option([1e-3], "--lr"),
+    weight_decay: list[float] = typer.Option([0.1], "--weight-decay"),
+    warmup: int = typer.Option(0, "--warmup"),
+    seeds: int = typer.Option(1, "--seeds", help="number of model seeds"),
+    seed_start: int = typer.Option(0, "--seed-start"),
+    data_seed: list[int] = typer.Option([0], "--data-seed"),
+    batch_size: int = typer.Option(0, "--batch-size", help="0 = full batch"),
+    eval_every: int = typer.Option(10, "--eval-every"),
+    device: str = typer.Option("cpu", "--device"),
+    max_members: int = typer.Option(64, "--max-members", help="most runs per ensemble"),
+    checkpoint_every: int = typer.Option(500, "--checkpoint-every", help="epochs"),
+    experiment: str = typer.Option("mpsp", "--experiment"),
+    lab: Path | None = LabOpt,
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+) -> None:
+    """Train MPSP transformers over a grid of values × seeds, packed into ensembles."""
+    _positive("--seeds", seeds)
+    _positive("--seed-start", seed_start, 0)
+    _positive("--max-members", max_members)
+    _positive("--checkpoint-every", checkpoint_every)
+    _check_device(device)
+    axes = {"layers": layers, "heads": heads, "ratio": ratio, "weight_decay": weight_decay,
+            "lr": lr, "data_seed": data_seed}
+    fixed = dict(label_mod=label_mod, shortcut=shortcut, d_model=d_model, d_mlp=d_mlp, act=act,
+                 ln=not no_ln, seq_len=seq_len, vocab=vocab, n_train=n_train, n_eval=n_eval,
+                 epochs=epochs, warmup=warmup, batch_size=batch_size, eval_every=eval_every)
+    configs = expand_grid(MPSPRunConfig, axes, fixed, range(seed_start, seed_start + seeds))
+    _train(configs, lab=lab, experiment=experiment, device=device, max_members=max_members,
+           checkpoint_every=checkpoint_every, quiet=quiet)
+
+
+def _train(configs, *, lab, experiment, device, max_members, checkpoint_every, quiet) -> Lab:
+    from rulelab.progress import RichProgress
+    from rulelab.train.ensemble import TrainOptions
+    from rulelab.train.runner import RunOptions, run_configs
+
+    for cfg in configs:  # data errors (e.g. a sequence space too small) before any write
+        _mpsp_data(cfg)
+    the_lab = _open_lab(lab, create=True)
+    options = RunOptions(TrainOptions(device=device), max_members=max_members,
+                         checkpoint_every=checkpoint_every)
+    err_console.print(f"{len(configs)} runs → lab {the_lab.root}")
+    run_configs(configs, the_lab, experiment=experiment, options=options,
+                progress=None if quiet else RichProgress(err_console))
+    return the_lab
+
+
+# --- runs / report ---------------------------------------------------------------------------
+def _clean(obj):
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    return obj
+
+
+@app.command("runs")
+def runs_cmd(
+    lab: Path | None = LabOpt,
+    as_json: bool = typer.Option(False, "--json", help="one JSON object per run"),
+) -> None:
+    """One row per configuration: seeds, generalization rate, 95% Wilson CI."""
+    the_lab = _open_lab(lab, create=False)
+    if as_json:
+        print(json.dumps([_clean(r) for r in the_lab.runs_json()], indent=1))
+        return
+    from rulelab.tables import print_rate_table
+
+    print_rate_table(console, the_lab.runs())
+
+
+@app.command("report")
+def report_cmd(
+    out: Path = typer.Option(Path("report.html"), "--out", help="HTML file to write"),
+    lab: Path | None = LabOpt,
+) -> None:
+    """Write one self-contained HTML report with figures for the lab."""
+    from rulelab.report.html import write_report
+    from rulelab.store import load
+
+    the_lab = _open_lab(lab, create=False)
+    frames = load(the_lab)
+    path = write_report(out, title=f"rulelab report — {the_lab.root.name}", runs=frames.runs,
+                        metrics=frames.metrics)
+    console.print(f"wrote {path}")
+
+
+@reproduce_app.command("shortcut-saturation")
+def reproduce_s(
+    scale: str = typer.Option("quick", "--scale", help="quick or paper"),
+    out: Path = typer.Option(Path("reports/shortcut-saturation.html"), "--out"),
+    lab: Path | None = LabOpt,
+    device: str = typer.Option("cpu", "--device"),
+    quiet: bool = typer.Option(False, "--quiet"),
+) -> None:
+    """Study S: 1L vs 2L at r = 0.5 and 0.9 over seeds, beside the paper (SPEC S.3)."""
+    from rulelab.reproduce import shortcut_saturation
+
+    _check_device(device)
+    shortcut_saturation(scale=scale, out=out, lab=lab, device=device, quiet=quiet,
+                        train=_train, console=console)
+
+
+def main() -> None:
+    """Entry point: bad input → ``error: …`` on one line and exit code 2."""
+    argv = split_multi_value_flags(sys.argv[1:], MULTI_VALUE_FLAGS)
+    try:
+        app(args=argv, prog_name="rulelab", standalone_mode=False)
+    except (ConfigError, UserError) as e:
+        err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except TyperException as e:  # usage errors from parsing (unknown flag, not an integer, …)
+        if type(e).__name__ == "NoArgsIsHelpError":
+            print(e.format_message())
+            sys.exit(0)
+        err_console.print(f"error: {e.format_message()}", markup=False, highlight=False,
+                          soft_wrap=True)
+        sys.exit(getattr(e, "exit_code", 2) or 2)
+    except Exit as e:
+        sys.exit(e.exit_code)
+    except Abort:
+        err_console.print("aborted")
+        sys.exit(130)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""Grids: lists of flag values expand to one config per combination × seed.
+
+``--ratio 0.5 0.9 --weight-decay 0.1 0.2 --seeds 8`` gives 2 × 2 × 8 = 32 runs; shape-compatible
+runs are packed into one ensemble by the runner.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+
+from pydantic import BaseModel
+
+from rulelab.config import make_config
+
+
+def expand_grid(
+    cls: type[BaseModel],
+    axes: Mapping[str, Sequence],
+    fixed: Mapping[str, object],
+    seeds: Sequence[int],
+) -> list:
+    """Every combination of ``axes`` values × ``seeds``, with ``fixed`` fields; validated.
+
+    Raises :class:`rulelab.config.ConfigError` (one line) on the first invalid value, before
+    anything is built, so nothing is written for a bad grid.
+    """
+    names = list(axes)
+    configs = []
+    for values in itertools.product(*(axes[n] for n in names)):
+        for seed in seeds:
+            configs.append(make_config(cls, **fixed, **dict(zip(names, values, strict=True)),
+                                       seed=seed))
+    return configs
+
+
+def split_multi_value_flags(argv: list[str], flags: set[str]) -> list[str]:
+    """Rewrite ``--ratio 0.5 0.9`` as ``--ratio 0.5 --ratio 0.9`` for the given flags.
+
+    click options take one value per occurrence; researchers type lists after one flag.
+    """
+    out: list[str] = []
+    current: str | None = None
+    for tok in argv:
+        if tok.startswith("--"):
+            name = tok.split("=", 1)[0]
+            current = name if (name in flags and "=" not in tok) else None
+            out.append(tok)
+        elif current is not None and out[-1] != current:
+            out.extend([current, tok])
+        else:
+            out.append(tok)
+    return out

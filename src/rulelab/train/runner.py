@@ -1,0 +1,117 @@
+"""Run a list of configs against a lab: register, skip finished, resume, train, store.
+
+Re-running the same list is safe (DESIGN §3): finished runs are skipped, unfinished runs
+resume from their last checkpoint. Checkpoints are per run (a member's slice of the ensemble),
+so resumed runs regroup freely: runs resuming from the same epoch with the same shapes are
+packed into one ensemble again. Because a member's numbers do not depend on the ensemble it
+sits in, a killed-and-resumed run ends with exactly the metrics of an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from rulelab.store import Lab
+from rulelab.train.ensemble import EnsembleTrainer, TrainOptions
+
+FINISHED = ("done", "failed")
+
+
+@dataclass
+class RunOptions:
+    """How to execute: device, packing, checkpoint cadence."""
+
+    train: TrainOptions
+    max_members: int = 64
+    checkpoint_every: int = 500  # epochs
+    checkpoint_seconds: float = 300.0  # also checkpoint when this much wall time has passed
+
+
+def plan_ensembles(configs: Sequence, start_epochs: dict[str, int], max_members: int) -> list[list]:
+    """Group runs by (shapes, resume epoch) and cut each group into ≤ ``max_members`` chunks."""
+    groups: dict[tuple[str, int], list] = defaultdict(list)
+    for c in configs:
+        groups[c.shape_key(), start_epochs.get(c.run_id, 0)].append(c)
+    return [g[i : i + max_members] for g in groups.values() for i in range(0, len(g), max_members)]
+
+
+def metrics_frame(run_id: str, rows) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=["epoch", "split", "metric", "value"])
+    frame.insert(0, "run_id", run_id)
+    return frame.astype({"epoch": "int64", "value": "float64"})
+
+
+class Progress:
+    """Callbacks a runner reports to (the CLI draws a rich progress bar from these)."""
+
+    def start(self, label: str, total_epochs: int, done_epochs: int, n_members: int) -> None: ...
+    def update(self, epoch: int, n_generalized: int, n_failed: int) -> None: ...
+    def finish(self) -> None: ...
+
+
+def run_configs(
+    configs: Sequence,
+    lab: Lab,
+    *,
+    experiment: str,
+    options: RunOptions,
+    progress: Progress | None = None,
+    on_ensemble: Callable[[EnsembleTrainer], None] | None = None,
+) -> list[str]:
+    """Train every config not yet finished in ``lab``; returns all run ids in order."""
+    unique = list({c.run_id: c for c in configs}.values())
+    lab.register([(c.run_id, c.flat()) for c in unique], experiment)
+    statuses = lab.statuses([c.run_id for c in unique])
+    todo = [c for c in unique if statuses.get(c.run_id) not in FINISHED]
+    states = {c.run_id: lab.load_checkpoint(c.run_id) for c in todo}
+    start = {rid: s["epoch"] for rid, s in states.items() if s is not None}
+    progress = progress or Progress()
+    for chunk in plan_ensembles(todo, start, options.max_members):
+        _train_chunk(chunk, states, lab, options, progress)
+        if on_ensemble:
+            on_ensemble(chunk)
+    return [c.run_id for c in unique]
+
+
+def _train_chunk(chunk, states, lab: Lab, options: RunOptions, progress: Progress) -> None:
+    trainer = EnsembleTrainer(chunk, options.train)
+    for e, c in enumerate(chunk):
+        if states.get(c.run_id) is not None:
+            trainer.load_member_state(e, states[c.run_id])
+    ids = [c.run_id for c in chunk]
+    lab.mark_running(ids, options.train.device)
+    cfg = chunk[0]
+    label = f"{cfg.layers}L·{cfg.heads}H × {len(chunk)}"
+    progress.start(label, cfg.epochs, trainer.epoch, len(chunk))
+    last_save = time.monotonic()
+
+    def checkpoint() -> None:
+        for e, c in enumerate(chunk):
+            lab.save_checkpoint(c.run_id, trainer.member_state(e))
+            lab.write_metrics(c.run_id, metrics_frame(c.run_id, trainer.rows[e]))
+
+    def on_epoch(tr: EnsembleTrainer, evaluated: bool) -> None:
+        nonlocal last_save
+        if evaluated:
+            n_gen = sum(s.generalized for s in tr.summaries)
+            n_fail = sum(s.failed_reason is not None for s in tr.summaries)
+            progress.update(tr.epoch, n_gen, n_fail)
+        due = tr.epoch % options.checkpoint_every == 0
+        if due or time.monotonic() - last_save > options.checkpoint_seconds:
+            checkpoint()
+            last_save = time.monotonic()
+
+    trainer.fit(on_epoch=on_epoch)
+    checkpoint()  # the final state: analyses load final weights from here
+    for e, c in enumerate(chunk):
+        summary = trainer.summaries[e].as_dict()
+        if summary["failed_reason"]:
+            lab.mark_failed(c.run_id, summary["failed_reason"], summary)
+        else:
+            lab.mark_done(c.run_id, summary)
+    progress.finish()
