@@ -117,13 +117,14 @@ class Block(nn.Module):
     def __init__(self, n_members: int, cfg) -> None:
         super().__init__()
         E = n_members
+        # Created in execution order, so hook names list in the order a forward meets them.
+        self.hook_resid_pre = HookPoint()  # [E, batch, pos, d_model]
         self.ln1 = LayerNorm(E, cfg.d_model) if cfg.ln else None
         self.attn = Attention(E, cfg.d_model, cfg.heads)
-        self.ln2 = LayerNorm(E, cfg.d_model) if cfg.ln and cfg.d_mlp else None
-        self.mlp = MLP(E, cfg.d_model, cfg.d_mlp, cfg.act) if cfg.d_mlp else None
-        self.hook_resid_pre = HookPoint()  # [E, batch, pos, d_model]
         self.hook_attn_out = HookPoint()
         self.hook_resid_mid = HookPoint()
+        self.ln2 = LayerNorm(E, cfg.d_model) if cfg.ln and cfg.d_mlp else None
+        self.mlp = MLP(E, cfg.d_model, cfg.d_mlp, cfg.act) if cfg.d_mlp else None
         if self.mlp is not None:  # attention-only models have no MLP hook, as in TransformerLens
             self.hook_mlp_out = HookPoint()
         self.hook_resid_post = HookPoint()

@@ -33,12 +33,12 @@ class EnsembleTransformer(HookedEnsemble):
         self.cls_token = cfg.vocab
         self.W_E = nn.Parameter(torch.empty(E, cfg.vocab + 1, d))  # [E, d_vocab, d_model]
         self.W_pos = nn.Parameter(torch.empty(E, cfg.seq_len + 1, d))  # [E, n_ctx, d_model]
+        self.hook_embed = HookPoint()  # [E, batch, pos, d_model]
+        self.hook_pos_embed = HookPoint()
         self.blocks = nn.ModuleList(Block(E, cfg) for _ in range(cfg.layers))
         self.ln_final = LayerNorm(E, d) if cfg.ln else None
         self.W_U = nn.Parameter(torch.empty(E, d, cfg.label_mod))  # [E, d_model, d_vocab_out]
         self.b_U = nn.Parameter(torch.zeros(E, cfg.label_mod))
-        self.hook_embed = HookPoint()  # [E, batch, pos, d_model]
-        self.hook_pos_embed = HookPoint()
         self.setup_hooks()
 
     def init_weights(self, seeds: Sequence[int]) -> EnsembleTransformer:

@@ -65,11 +65,11 @@ class BatchedAdamW:
 
     @torch.no_grad()
     def step(self) -> None:
+        lr = self.lr_now() * self.active  # before counting this step: warm-up starts at 1/w
         self.step_count += 1
         t = self.step_count
         dev = self.params[0].device
         # Hyperparameter algebra in float64 on [E], as torch.optim does with Python floats.
-        lr = self.lr_now() * self.active
         b1, b2 = self.beta1, self.beta2
         step_size = (lr / (1 - b1**t)).to(dev)
         bias2_sqrt = (1 - b2**t).sqrt().to(dev)
@@ -90,7 +90,8 @@ class BatchedAdamW:
             v.mul_(b2_dev.view(shape).to(p.dtype)).addcmul_(
                 g, g * one_minus_b2.view(shape).to(p.dtype)
             )
-            denom = (v.sqrt() / bias2_sqrt.view(shape).to(p.dtype)).add_(eps.view(shape).to(p.dtype))
+            denom = v.sqrt().div_(bias2_sqrt.view(shape).to(p.dtype))
+            denom.add_(eps.view(shape).to(p.dtype))
             p.addcdiv_(m * step_size.view(shape).to(p.dtype), denom, value=-1.0)
 
     def deactivate(self, members: torch.Tensor) -> None:
