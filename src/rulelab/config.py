@@ -45,7 +45,7 @@ class MPSPRunConfig(BaseModel):
     # --- task (S.1) ---
     label_mod: Literal[2, 3] = Field(2, description="k: label = sum mod k")
     shortcut: Literal["max", "first"] = Field("max", description="shortcut = max(x) or x_1 mod k")
-    ratio: float = Field(0.9, ge=0.0, le=1.0, description="r: fraction of consistent train examples")
+    ratio: float = Field(0.9, ge=0.0, le=1.0, description="r: share of consistent train examples")
     seq_len: int = Field(10, ge=2, le=64, description="n: integers per sequence")
     vocab: int = Field(64, ge=4, le=4096, description="V: integers are drawn from [0, V)")
     n_train: int = Field(16384, ge=16, le=1_000_000)

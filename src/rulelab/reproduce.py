@@ -59,7 +59,8 @@ def shortcut_saturation(*, scale: str, out: Path, lab, device: str, quiet: bool,
     from rulelab.tables import print_rate_table
 
     if scale not in SHORTCUT_SATURATION:
-        raise UserError(f"--scale: {scale!r} is not allowed; use one of {sorted(SHORTCUT_SATURATION)}")
+        allowed = ", ".join(sorted(SHORTCUT_SATURATION))
+        raise UserError(f"--scale: {scale!r} is not allowed; use one of {allowed}")
     preset = SHORTCUT_SATURATION[scale]
     configs = expand_grid(MPSPRunConfig, preset.axes, preset.fixed, preset.seeds)
     lab = lab or Path("rulelab-runs") / f"shortcut-saturation-{scale}"
@@ -78,7 +79,7 @@ def shortcut_saturation(*, scale: str, out: Path, lab, device: str, quiet: bool,
         ("The paper's headline (SPEC S.3)",
          "2L: r=0.5 → 0% of seeds generalize, r=0.9 → 77%; 1L: r=0.5 → 33%, r=0.9 → 0% "
          "(≈30 runs per cell). Imbalance helps the 2-layer model and hurts the 1-layer one."),
-        ("Wall time", f"training took {wall:.0f} s on {device} (resumed runs count only the rest)."),
+        ("Wall time", f"training took {wall:.0f} s on {device} (a resumed run counts the rest)."),
     ]
     path = write_report(out, title=f"Shortcut saturation — {scale} reproduction", runs=runs,
                         metrics=metrics, sections=sections, paper=PAPER_S)

@@ -10,7 +10,9 @@ from rulelab.analysis.stats import cell_columns, format_rate, rate_table
 
 
 def _fmt(v) -> str:
-    return "–" if isinstance(v, float) and pd.isna(v) else f"{v:g}" if isinstance(v, float) else str(v)
+    if isinstance(v, float):
+        return "–" if pd.isna(v) else f"{v:g}"
+    return str(v)
 
 
 def paper_rate(paper: dict | None, layers, ratio) -> str:
@@ -29,7 +31,8 @@ def print_rate_table(console: Console, runs: pd.DataFrame, *, paper: dict | None
         return
     by = cell_columns(runs)
     table = rate_table(runs, by)
-    status = runs.groupby(by, dropna=False)["status"].agg(lambda s: (~s.isin(["done", "failed"])).sum())
+    unfinished = ~runs["status"].isin(["done", "failed"])
+    status = unfinished.groupby([runs[c] for c in by], dropna=False).sum()
     grid = Table(title="generalization rate (adv acc reached 100%)", header_style="bold")
     for c in by:
         grid.add_column(c, justify="right")

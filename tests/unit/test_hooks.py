@@ -50,7 +50,8 @@ def test_cache_shapes_carry_member_axis_and_output_is_unchanged():
     assert cache["blocks.1.attn.hook_pattern"].shape == (3, 7, 2, T, T)
     assert cache["blocks.0.attn.hook_z"].shape == (3, 7, T, 2, 8)
     assert cache["blocks.0.mlp.hook_post"].shape == (3, 7, T, 32)
-    torch.testing.assert_close(cache["blocks.0.attn.hook_pattern"].sum(-1), torch.ones(3, 7, 2, T, T)[..., 0])
+    rows = cache["blocks.0.attn.hook_pattern"].sum(-1)
+    torch.testing.assert_close(rows, torch.ones(3, 7, 2, T))
     _, only = model.run_with_cache(x, names_filter=lambda n: n.endswith("hook_z"))
     assert sorted(only) == ["blocks.0.attn.hook_z", "blocks.1.attn.hook_z"]
     assert not any(hp.has_hooks for hp in model.hook_dict.values())
@@ -86,9 +87,8 @@ def test_temporary_hooks_are_removed_after_an_exception():
     def failing(t, hook):
         raise ValueError("inside the forward")
 
-    with pytest.raises(ValueError):
-        with model.hooks([("blocks.1.hook_mlp_out", failing)]):
-            model(x)
+    with pytest.raises(ValueError), model.hooks([("blocks.1.hook_mlp_out", failing)]):
+        model(x)
     assert not any(hp.has_hooks for hp in model.hook_dict.values())
 
 

@@ -18,7 +18,9 @@ def reference_forward(model: EnsembleTransformer, e: int, x: torch.Tensor) -> to
     h = P["W_E"][tokens] + P["W_pos"][: tokens.shape[1]]
 
     def ln(v, name):
-        return F.layer_norm(v, (cfg.d_model,), P[f"{name}.w"], P[f"{name}.b"], 1e-5) if cfg.ln else v
+        if not cfg.ln:
+            return v
+        return F.layer_norm(v, (cfg.d_model,), P[f"{name}.w"], P[f"{name}.b"], 1e-5)
 
     for layer in range(cfg.layers):
         a = f"blocks.{layer}.attn."
@@ -55,7 +57,8 @@ def test_matches_reference_for_every_member(kw):
     logits = model(x)
     assert logits.shape == (E, 9, cfg.label_mod)
     for e in range(E):
-        torch.testing.assert_close(logits[e], reference_forward(model, e, x[e]), rtol=1e-4, atol=1e-5)
+        ref = reference_forward(model, e, x[e])
+        torch.testing.assert_close(logits[e], ref, rtol=1e-4, atol=1e-5)
     full, _ = model.run_with_cache(x)  # the full path (no CLS-only shortcut) agrees as well
     torch.testing.assert_close(full, logits, rtol=1e-4, atol=1e-5)
 

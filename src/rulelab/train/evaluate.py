@@ -39,8 +39,6 @@ def evaluate(model, data: EnsembleData, chunk: int = 2048) -> dict[tuple[str, st
 
     ``train`` (the whole training set) is included too: its loss is the training objective.
     """
-    was_training = model.training
-    model.eval()
     out: dict[tuple[str, str], torch.Tensor] = {}
     loss, correct = per_example(model, data.train_x, data.train_y, chunk)
     correct = correct.float()
@@ -53,5 +51,4 @@ def evaluate(model, data: EnsembleData, chunk: int = 2048) -> dict[tuple[str, st
         loss, correct = per_example(model, x, y, chunk)
         out[split, "loss"] = loss.mean(1)
         out[split, "acc"] = correct.float().mean(1)
-    model.train(was_training)
     return {key: v.double().cpu() for key, v in out.items()}

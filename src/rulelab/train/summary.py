@@ -43,5 +43,5 @@ class MemberSummary:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict, transient_threshold: float) -> MemberSummary:
-        return cls(transient_threshold=transient_threshold, **d)
+    def from_dict(cls, d: dict, cfg) -> MemberSummary:
+        return cls(transient_threshold=cfg.transient_threshold, **d)

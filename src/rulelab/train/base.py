@@ -1,0 +1,199 @@
+"""The generic ensemble training loop (DESIGN §1), shared by every task.
+
+``E`` runs that share shapes train in one forward/backward pass. The loss is the sum over
+members of each member's mean loss, so every member gets exactly its own gradient; nothing
+reduces across members, and a member whose loss goes NaN is frozen and marked failed alone.
+
+A full batch is computed in micro-batches of a fixed number of examples *per member*, whose
+gradients accumulate into the same full-batch gradient: the per-step working set stays
+cache-sized, and a member sums its gradient in the same order whatever ensemble it sits in, so
+it equals the same run trained alone bitwise.
+
+Subclasses supply the task: ``build_data``, ``build_model``, ``build_optimizer``,
+``compute_metrics``, ``new_summary`` (see :mod:`rulelab.train.ensemble` for study S).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+MetricRow = tuple[int, str, str, float]  # (epoch, split, metric, value)
+
+
+@dataclass
+class TrainOptions:
+    """Execution knobs that do not change what is computed."""
+
+    device: str = "cpu"
+    # Examples per member per forward chunk. Fixed per member (not per ensemble) so a member
+    # sums its gradient in the same order whatever ensemble it sits in: bitwise equivalence.
+    micro_batch: int = 512
+    eval_chunk: int = 2048
+
+
+def stream_seed(seed: int, stream: int) -> int:
+    """A seed for random stream ``stream`` of run ``seed``, independent of the init stream."""
+    return int(np.random.SeedSequence([seed, stream]).generate_state(1)[0])
+
+
+class EnsembleTrainerBase(ABC):
+    """Trains ``configs`` (shape-compatible runs of one task) as one ensemble."""
+
+    def __init__(self, configs, options: TrainOptions | None = None) -> None:
+        if len({c.shape_key() for c in configs}) != 1:
+            raise ValueError("members of one ensemble must share every shape field")
+        self.configs = list(configs)
+        self.options = options or TrainOptions()
+        self.cfg, self.n_members = self.configs[0], len(self.configs)
+        self.device = torch.device(self.options.device)
+        self.data = self.build_data()
+        self.model = self.build_model().to(self.device)
+        self.opt = self.build_optimizer()
+        # Minibatch order: one generator per member, independent of the ensemble it sits in.
+        self.generators = [torch.Generator().manual_seed(stream_seed(c.seed, 7))
+                           for c in self.configs]
+        self.summaries = [self.new_summary(c) for c in self.configs]
+        self.rows: list[list[MetricRow]] = [[] for _ in self.configs]
+        self.epoch = 0
+        self.micro_batch = self.options.micro_batch
+
+    # --- what a task supplies -----------------------------------------------------------------
+    @abstractmethod
+    def build_data(self):
+        """Stacked member data with at least ``train_x [E, N, …]`` and ``train_y [E, N]``."""
+
+    @abstractmethod
+    def build_model(self) -> torch.nn.Module:
+        """The ensemble model, ``[E, B, …] → [E, B, k]`` logits."""
+
+    @abstractmethod
+    def build_optimizer(self):
+        """A batched optimizer with ``step, zero_grad, active, deactivate, member_state``."""
+
+    @abstractmethod
+    def compute_metrics(self) -> dict[tuple[str, str], torch.Tensor]:
+        """``{(split, metric): [E] tensor}`` at the current weights."""
+
+    @abstractmethod
+    def new_summary(self, cfg):
+        """A per-member summary with ``update, as_dict, from_dict, failed_reason``."""
+
+    def summary_from_dict(self, cfg, d: dict):
+        return type(self.new_summary(cfg)).from_dict(d, cfg)
+
+    @property
+    def total_epochs(self) -> int:
+        return self.cfg.epochs
+
+    def is_eval_epoch(self) -> bool:
+        return self.epoch % self.cfg.eval_every == 0 or self.epoch == self.total_epochs
+
+    # --- one epoch ----------------------------------------------------------------------------
+    def loss(self, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
+        """``[E]`` per-member cross-entropy sums of this chunk divided by the batch size."""
+        logits = self.model(x)  # [E, b, k]
+        E, b, k = logits.shape
+        ce = F.cross_entropy(logits.reshape(E * b, k), y.reshape(-1), reduction="none")
+        return ce.view(E, b).sum(1) / denom
+
+    def _backward_batch(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Accumulate the mean-loss gradient of batch ``x [E, B, …]`` in micro-batches."""
+        B = x.shape[1]
+        total = torch.zeros(self.n_members, dtype=torch.float64, device=self.device)
+        for s in range(0, B, self.micro_batch):
+            loss = self.loss(x[:, s : s + self.micro_batch], y[:, s : s + self.micro_batch], B)
+            loss.sum().backward()
+            total += loss.detach().double()
+        return total
+
+    def batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The epoch's batches: the full batch, or per-member shuffled minibatches."""
+        data, bs = self.data, getattr(self.cfg, "batch_size", 0)
+        N = data.train_x.shape[1]
+        if bs in (0, N):
+            return [(data.train_x, data.train_y)]
+        # [E, N] per-member permutations, from each member's own generator.
+        perm = torch.stack([torch.randperm(N, generator=g) for g in self.generators])
+        perm = perm.to(self.device)
+        member = torch.arange(self.n_members, device=self.device).unsqueeze(1)
+        return [(data.train_x[member, idx], data.train_y[member, idx])
+                for idx in perm.split(bs, dim=1)]
+
+    def train_epoch(self) -> torch.Tensor:
+        """One epoch (one step at full batch); returns the ``[E]`` loss of its last step."""
+        for x, y in self.batches():
+            self.opt.zero_grad()
+            loss = self._backward_batch(x, y)
+            bad = ~torch.isfinite(loss).cpu() & self.opt.active
+            if bad.any():
+                self._fail(bad, f"loss became non-finite at epoch {self.epoch + 1}")
+            self.opt.step()
+        self.epoch += 1
+        return loss
+
+    def _fail(self, members: torch.Tensor, reason: str) -> None:
+        self.opt.deactivate(members)
+        for e in torch.nonzero(members).flatten().tolist():
+            self.summaries[e].failed_reason = reason
+
+    # --- evaluation ---------------------------------------------------------------------------
+    def evaluate(self) -> dict[tuple[str, str], torch.Tensor]:
+        """Evaluate all members and append the rows of the members still active."""
+        was_training = self.model.training
+        self.model.eval()
+        metrics = self.compute_metrics()
+        self.model.train(was_training)
+        for e, summary in enumerate(self.summaries):
+            if summary.failed_reason is not None:
+                continue
+            values = {key: float(v[e]) for key, v in metrics.items()}
+            summary.update(self.epoch, values)
+            self.rows[e].extend((self.epoch, s, m, v) for (s, m), v in values.items())
+        return metrics
+
+    def fit(self, on_epoch: Callable[[EnsembleTrainerBase, bool], None] | None = None) -> None:
+        """Train to the last epoch, evaluating at epoch 0, on schedule and at the end.
+
+        ``on_epoch(trainer, evaluated)`` runs after the initial evaluation and every epoch.
+        """
+        if self.epoch == 0 and not any(self.rows):
+            self.evaluate()
+            if on_epoch:
+                on_epoch(self, True)
+        self.model.train()
+        while self.epoch < self.total_epochs:
+            self.train_epoch()
+            evaluated = self.is_eval_epoch()
+            if evaluated:
+                self.evaluate()
+            if on_epoch:
+                on_epoch(self, evaluated)
+
+    # --- per-member state (checkpoints) ------------------------------------------------------
+    def member_state(self, e: int) -> dict:
+        return {
+            "epoch": self.epoch,
+            "params": {n: p[e].detach().cpu().clone() for n, p in self.model.named_parameters()},
+            "optim": self.opt.member_state(e),
+            "generator": self.generators[e].get_state(),
+            "summary": self.summaries[e].as_dict(),
+            "rows": list(self.rows[e]),
+        }
+
+    def load_member_state(self, e: int, state: dict) -> None:
+        if self.epoch not in (0, state["epoch"]) or (e > 0 and state["epoch"] != self.epoch):
+            raise ValueError("members of one ensemble must resume from the same epoch")
+        self.epoch = int(state["epoch"])
+        with torch.no_grad():
+            for n, p in self.model.named_parameters():
+                p[e].copy_(state["params"][n])
+        self.opt.load_member_state(e, state["optim"])
+        self.generators[e].set_state(state["generator"])
+        self.summaries[e] = self.summary_from_dict(self.configs[e], state["summary"])
+        self.rows[e] = list(state["rows"])
