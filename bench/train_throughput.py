@@ -2,33 +2,32 @@
 
 Work: S seeds of the 2-layer MPSP classifier (d_model 64, 2 heads, d_mlp 128, ReLU, pre-LN, CLS
 token, seq_len 10, vocab 64), full batch of 16,384 examples, N epochs (= N AdamW steps) each.
+(a) naive: a plain nn.Module (nn.Linear/nn.LayerNorm, F.scaled_dot_product_attention) and
+    torch.optim.AdamW per seed, seeds one after another, full-batch forward/backward. It starts
+    from rulelab's member-e weights on the same data (tr.data.train_x[e]), so final losses must
+    match rulelab's ("max |a - b|" checks that both paths do the same work).
+(b) rulelab: one EnsembleTrainer over all S seeds, train_epoch() N times.
 
-(a) naive: one plain nn.Module (nn.Linear/nn.LayerNorm, F.scaled_dot_product_attention) and
-    one torch.optim.AdamW per seed, seeds one after another, full-batch forward/backward.
-    It starts from the weights of rulelab's member e and uses the same data (tr.data.train_x[e]),
-    so its final loss must match rulelab's member e; the "max |dloss|" line checks this.
-(b) rulelab: EnsembleTrainer over all S seeds, train_epoch() N times.
+Protocol (one process): fp32 matmul peak (2048³, best of 5) at start and end. Each measurement
+builds its models and runs one warm-up epoch (untimed), waits up to --idle-wait s for an idle
+machine, then times N epochs (data, construction, evaluation excluded). a and b interleave
+(a, b, a, b); b/a uses the best rep of each. "other" = cores used by other processes meanwhile
+(/proc/stat minus our CPU time); rows with other > 0.1 are slowed by contention. Extra rows:
+micro_batch, one seed per ensemble, bf16 autocast; then glibc mallopt, which is process-wide and
+irreversible, so it comes last and a and b are measured again after it.
 
-Protocol: one process; fp32 matmul peak (2048³, best of 5) measured at start and end. Every
-measurement runs one untimed warm-up epoch, then times N epochs with perf_counter
-(construction, data and evaluation excluded). a and b are interleaved (a, b, a, b); their rows
-report the best rep. "other" is the CPU (in cores) that other processes used during the row,
-from /proc/stat minus our own process time. Extra rows follow (micro_batch, 1 seed per
-ensemble, bf16 autocast), then glibc mallopt (process-wide, so it comes last and a/b are
-measured again after it).
-
-FLOPs (3× convention: fwd + bwd = 3 × forward matmul FLOPs; 2 FLOPs per MAC, embedding
-gathers, LayerNorm and elementwise ops not counted). "model" FLOPs count the full model at every
-position (same for a and b); "executed" counts what each path runs: rulelab's last layer
-computes Q/K/V at every position but attention-out and MLP only for the CLS row.
+FLOPs, 3× convention: fwd + bwd = 3 × forward matmul FLOPs (2 per MAC; embedding gathers,
+LayerNorm, elementwise ops not counted). "model" counts the full model at every position (same
+for a and b); "exec" counts what each path runs: rulelab's last layer computes Q/K/V at every
+position but attention, W_O and MLP for the CLS row only. % peak uses exec FLOPs.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import os
-import statistics
 import time
 
 import torch
@@ -40,7 +39,6 @@ from rulelab.train.ensemble import EnsembleTrainer, TrainOptions
 
 
 def flops_per_example(c: MPSPRunConfig, cls_only_last: bool) -> float:
-    """3× forward matmul FLOPs per example (see module docstring)."""
     T, d, f = c.seq_len + 1, c.d_model, c.d_mlp
     qkv, rest = 3 * d * d, d * d + 2 * d * f + 2 * T * d  # MACs per token (attn: QK^T and AV)
     macs = (c.layers - 1) * T * (qkv + rest)
@@ -104,90 +102,85 @@ class NaiveModel(nn.Module):
 
 
 def busy_seconds() -> float:
-    """CPU-seconds all processes have spent busy (from /proc/stat)."""
+    """CPU-seconds all processes have spent busy since boot (/proc/stat)."""
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
     return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
 
 
 class Meter:
-    """Times a block of work; records wall seconds and other processes' CPU use (cores)."""
+    """Sums wall seconds of timed blocks and the CPU-seconds other processes used meanwhile."""
+
+    idle_wait = 0.0
+
+    def __init__(self) -> None:
+        self.wall = self.other_cpu = 0.0
 
     def __enter__(self) -> Meter:
+        end = time.monotonic() + self.idle_wait  # wait for a 0.5 s window below 0.2 cores
+        while time.monotonic() < end:
+            b0 = busy_seconds()
+            time.sleep(0.5)
+            if busy_seconds() - b0 < 0.1:
+                break
         self.t, self.cpu, self.busy = time.perf_counter(), time.process_time(), busy_seconds()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.wall = time.perf_counter() - self.t
+        self.wall += time.perf_counter() - self.t
         mine = time.process_time() - self.cpu
-        self.other = max(0.0, (busy_seconds() - self.busy - mine) / self.wall)
+        self.other_cpu += max(0.0, busy_seconds() - self.busy - mine)
 
 
 def run_naive(cfgs, epochs: int) -> tuple[Meter, list[float]]:
     ref = EnsembleTrainer(cfgs, TrainOptions())  # same data and initial weights as rulelab
-    total, losses = 0.0, []
+    meter, losses = Meter(), []
     for e, c in enumerate(cfgs):
         model = NaiveModel(c).load_member(ref.model, e)
         opt = torch.optim.AdamW(model.parameters(), lr=c.lr, betas=(c.beta1, c.beta2),
                                 eps=c.eps, weight_decay=c.weight_decay)
         x, y = ref.data.train_x[e], ref.data.train_y[e]
-
-        def step(model=model, opt=opt, x=x, y=y) -> float:
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss.item()
-
-        step()  # warm-up epoch (untimed)
-        with Meter() as m:
-            for _ in range(epochs):
-                loss = step()
-        total += m.wall
-        losses.append(loss)
-    m.wall = total  # other-load of the last seed stands for the row
-    return m, losses
+        for i in range(epochs + 1):  # the first epoch is an untimed warm-up
+            with meter if i else contextlib.nullcontext():
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+        losses.append(loss.item())
+    return meter, losses
 
 
 def run_rulelab(cfgs, epochs: int, micro_batch: int = 512, per_ens: int = 0,
                 bf16: bool = False) -> tuple[Meter, list[float]]:
-    groups = [cfgs[i : i + per_ens] for i in range(0, len(cfgs), per_ens)] if per_ens else [cfgs]
-    total, losses = 0.0, []
-    for group in groups:
-        tr = EnsembleTrainer(group, TrainOptions(micro_batch=micro_batch))
-        if bf16:
-            fwd = tr.model.forward
-
-            def cast(x, fwd=fwd):
+    per_ens = per_ens or len(cfgs)
+    meter, losses = Meter(), []
+    for i in range(0, len(cfgs), per_ens):
+        tr = EnsembleTrainer(cfgs[i : i + per_ens], TrainOptions(micro_batch=micro_batch))
+        if bf16:  # wrap the forward only; the loss and AdamW stay fp32
+            def cast(x, fwd=tr.model.forward):
                 with torch.autocast("cpu", dtype=torch.bfloat16):
                     return fwd(x).float()
 
             tr.model.forward = cast
-        tr.train_epoch()  # warm-up epoch (untimed)
-        with Meter() as m:
+        tr.train_epoch()  # warm-up (untimed)
+        with meter:
             for _ in range(epochs):
                 loss = tr.train_epoch()
-        total += m.wall
         losses += loss.tolist()
-    m.wall = total
-    return m, losses
+    return meter, losses
 
 
 def matmul_peak(n: int = 2048, reps: int = 5) -> float:
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b
-    best = min(timeit(lambda: a @ b) for _ in range(reps))
+    a, b, best = torch.randn(n, n), torch.randn(n, n), float("inf")
+    for _ in range(reps + 1):  # the first is a warm-up
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
     return 2 * n**3 / best / 1e9
 
 
-def timeit(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
-
-
 def set_mallopt() -> None:
-    """No mmap for big blocks, no trimming, 512 MiB top pad (process-wide, irreversible here)."""
+    """glibc: never mmap big blocks, never trim, 512 MiB top pad (process-wide)."""
     libc = ctypes.CDLL("libc.so.6")
     for param, value in ((-4, 0), (-1, 2**31 - 1), (-2, 512 << 20)):  # MMAP_MAX, TRIM, TOP_PAD
         if libc.mallopt(param, value) != 1:
@@ -199,8 +192,11 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=3, help="timed epochs per measurement")
     p.add_argument("--seeds", type=int, default=4)
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
-    p.add_argument("--quick", action="store_true", help="smoke run: n_train 1024, 1 epoch")
+    p.add_argument("--quick", action="store_true", help="smoke run: 1,024 examples, 1 epoch")
+    p.add_argument("--idle-wait", type=float, default=5.0,
+                   help="max seconds to wait for an idle machine before each timed block")
     args = p.parse_args()
+    Meter.idle_wait = 0.0 if args.quick else args.idle_wait
     torch.set_num_threads(args.threads)
     n_train, epochs = (1024, 1) if args.quick else (16384, args.epochs)
     cfgs = [MPSPRunConfig(layers=2, heads=2, d_model=64, d_mlp=128, seq_len=10, vocab=64,
@@ -210,51 +206,48 @@ def main() -> None:
     model_f, exec_b = flops_per_example(cfgs[0], False), flops_per_example(cfgs[0], True)
     print(f"torch {torch.__version__}, threads {args.threads}, load avg {os.getloadavg()}")
     print(f"{args.seeds} seeds × {epochs} epochs × {n_train} examples; FLOP/example (3×): "
-          f"model {model_f / 1e6:.3f} M, rulelab executed {exec_b / 1e6:.3f} M")
-    peak0 = matmul_peak()
-    print(f"fp32 matmul peak (2048³, best of 5): {peak0:.0f} GFLOP/s")
-
-    rows: list[tuple[str, float, float, float]] = []  # name, seed-ex/s, executed FLOP/ex, other
+          f"model {model_f / 1e6:.3f} M, rulelab exec {exec_b / 1e6:.3f} M")
+    print(f"fp32 matmul peak (2048³, best of 5): {(peak0 := matmul_peak()):.0f} GFLOP/s")
+    rows: list[tuple[str, float, float, float]] = []  # name, seed-ex/s, exec FLOP/ex, other
 
     def record(name: str, m: Meter, exec_f: float) -> float:
-        rate = work / m.wall
-        rows.append((name, rate, exec_f, m.other))
-        print(f"  {name:<34} {rate:9,.0f} seed-ex/s   other load {m.other:.2f} cores", flush=True)
+        rate, other = work / m.wall, m.other_cpu / m.wall
+        rows.append((name, rate, exec_f, other))
+        print(f"  {name:<30} {rate:9,.0f} seed-ex/s  other load {other:.2f} cores", flush=True)
         return rate
 
     a_rates, b_rates, losses = [], [], {}
-    for rep in range(2):
+    for rep in (1, 2):
         m, losses["a"] = run_naive(cfgs, epochs)
-        a_rates.append(record(f"(a) naive rep {rep + 1}", m, model_f))
+        a_rates.append(record(f"(a) naive, rep {rep}", m, model_f))
         m, losses["b"] = run_rulelab(cfgs, epochs)
-        b_rates.append(record(f"(b) rulelab mb512 rep {rep + 1}", m, exec_b))
+        b_rates.append(record(f"(b) rulelab mb512, rep {rep}", m, exec_b))
     for mb in (256, 1024):
         record(f"rulelab mb{mb}", run_rulelab(cfgs, epochs, micro_batch=mb)[0], exec_b)
     record("rulelab 1 seed per ensemble", run_rulelab(cfgs, epochs, per_ens=1)[0], exec_b)
-    m, losses["bf16"] = run_rulelab(cfgs, epochs, bf16=True)
-    record("rulelab bf16 autocast", m, exec_b)
+    record("rulelab mb512 bf16 autocast", (r := run_rulelab(cfgs, epochs, bf16=True))[0], exec_b)
+    losses["bf16"] = r[1]
     set_mallopt()
-    m, losses["a_mallopt"] = run_naive(cfgs, epochs)
-    record("(a) naive + mallopt", m, model_f)
-    record("(b) rulelab mb512 + mallopt", run_rulelab(cfgs, epochs)[0], exec_b)
-    record("rulelab mb16384 + mallopt", run_rulelab(cfgs, epochs, micro_batch=n_train)[0],
-           exec_b)
-    peak = max(peak0, matmul_peak())
-    print(f"fp32 matmul peak at end: {matmul_peak():.0f} GFLOP/s; using best {peak:.0f}")
+    record("(a) naive + mallopt", (r := run_naive(cfgs, epochs))[0], model_f)
+    losses["a+mallopt"] = r[1]
+    record("(b) rulelab mb512 + mallopt", (r := run_rulelab(cfgs, epochs))[0], exec_b)
+    losses["b+mallopt"] = r[1]
+    record("rulelab mb=full + mallopt", run_rulelab(cfgs, epochs, n_train)[0], exec_b)
+    peak = max(peak0, peak1 := matmul_peak())
+    print(f"fp32 matmul peak at end: {peak1:.0f} GFLOP/s; % peak uses the best, {peak:.0f}")
+    diffs = {k: max(abs(x - y) for x, y in zip(losses["a"], v, strict=True))
+             for k, v in losses.items() if k != "a"}
+    print(f"final train loss, seed 0: a {losses['a'][0]:.6f}; over all seeds "
+          + ", ".join(f"max |a - {k}| {v:.1e}" for k, v in diffs.items()))
 
     a, b = max(a_rates), max(b_rates)
-    print(f"\nfinal loss after {epochs} epochs, per seed: a {losses['a']}\n  b {losses['b']}")
-    for key in ("b", "bf16", "a_mallopt"):
-        diff = max(abs(x - y) for x, y in zip(losses["a"], losses[key], strict=True))
-        print(f"max |dloss| a vs {key}: {diff:.2e}")
-    print(f"\n{'row':<34} {'seed-ex/s':>10} {'x naive':>8} {'model GF/s':>10} "
+    print(f"\n{'row':<30} {'seed-ex/s':>10} {'x naive':>8} {'model GF/s':>10} "
           f"{'exec GF/s':>9} {'% peak':>6} {'other':>5}")
     for name, rate, exec_f, other in rows:
-        print(f"{name:<34} {rate:10,.0f} {rate / a:8.2f} {rate * model_f / 1e9:10.1f} "
+        print(f"{name:<30} {rate:10,.0f} {rate / a:8.2f} {rate * model_f / 1e9:10.1f} "
               f"{rate * exec_f / 1e9:9.1f} {100 * rate * exec_f / 1e9 / peak:5.1f}% {other:5.2f}")
-    print(f"\nb/a (best rep each, default malloc) = {b / a:.2f}  (target ≥ 2); "
-          f"a reps {statistics.mean(a_rates):,.0f} mean, b reps {statistics.mean(b_rates):,.0f}"
-          f" mean; load avg at end {os.getloadavg()}")
+    print(f"\nb/a = {b / a:.2f} (best rep of each, default malloc; target ≥ 2); "
+          f"load avg at end {os.getloadavg()}")
 
 
 if __name__ == "__main__":

@@ -17,9 +17,18 @@ from dataclasses import dataclass
 import pandas as pd
 
 from rulelab.store import Lab
-from rulelab.train.ensemble import EnsembleTrainer, TrainOptions
+from rulelab.train.base import EnsembleTrainerBase, TrainOptions
 
 FINISHED = ("done", "failed")
+
+
+def trainer_class(task: str) -> type[EnsembleTrainerBase]:
+    """The ensemble trainer for a task name (imported lazily: tasks pull in their models)."""
+    if task == "mpsp":
+        from rulelab.train.ensemble import EnsembleTrainer
+
+        return EnsembleTrainer
+    raise ValueError(f"no trainer for task {task!r}")
 
 
 @dataclass
@@ -61,7 +70,7 @@ def run_configs(
     experiment: str,
     options: RunOptions,
     progress: Progress | None = None,
-    on_ensemble: Callable[[EnsembleTrainer], None] | None = None,
+    on_ensemble: Callable[[list], None] | None = None,
 ) -> list[str]:
     """Train every config not yet finished in ``lab``; returns all run ids in order."""
     unique = list({c.run_id: c for c in configs}.values())
@@ -79,15 +88,14 @@ def run_configs(
 
 
 def _train_chunk(chunk, states, lab: Lab, options: RunOptions, progress: Progress) -> None:
-    trainer = EnsembleTrainer(chunk, options.train)
+    trainer = trainer_class(chunk[0].task)(chunk, options.train)
     for e, c in enumerate(chunk):
         if states.get(c.run_id) is not None:
             trainer.load_member_state(e, states[c.run_id])
     ids = [c.run_id for c in chunk]
     lab.mark_running(ids, options.train.device)
-    cfg = chunk[0]
-    label = f"{cfg.layers}L·{cfg.heads}H × {len(chunk)}"
-    progress.start(label, cfg.epochs, trainer.epoch, len(chunk))
+    progress.start(f"{chunk[0].label()} × {len(chunk)}", trainer.total_epochs, trainer.epoch,
+                   len(chunk))
     last_save = time.monotonic()
 
     def checkpoint() -> None:
@@ -95,7 +103,7 @@ def _train_chunk(chunk, states, lab: Lab, options: RunOptions, progress: Progres
             lab.save_checkpoint(c.run_id, trainer.member_state(e))
             lab.write_metrics(c.run_id, metrics_frame(c.run_id, trainer.rows[e]))
 
-    def on_epoch(tr: EnsembleTrainer, evaluated: bool) -> None:
+    def on_epoch(tr: EnsembleTrainerBase, evaluated: bool) -> None:
         nonlocal last_save
         if evaluated:
             n_gen = sum(s.generalized for s in tr.summaries)

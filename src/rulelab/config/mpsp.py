@@ -1,22 +1,12 @@
-"""Typed, validated run configurations and their stable hashes.
-
-A run is fully determined by its config (SPEC "Cross-cutting"). Configs are flat: every key is
-named like its CLI flag (``ratio``, ``weight_decay``, ``seed``, ``layers``), so the registry,
-``rulelab runs --json`` and DataFrames all speak the same names.
-
-Fields split in two kinds (DESIGN §1):
-- *shape* fields must be equal for all members of one ensemble (architecture, sizes, steps);
-- *member* fields may differ per member (data: ratio, data seed; model seed; optimizer
-  hyperparameters), and become ``[E]`` tensors or per-member data.
-"""
+"""Study S run config: MPSP task (SPEC S.1) × transformer (S.2) × AdamW training (S.3)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rulelab.config.base import stable_hash
 
 # Fields that may differ between members of one ensemble.
 MPSP_MEMBER_FIELDS = (
@@ -30,10 +20,6 @@ MPSP_MEMBER_FIELDS = (
     "eps",
     "warmup",
 )
-
-
-class ConfigError(ValueError):
-    """A config value out of range, reported as one line naming the flag and what is allowed."""
 
 
 class MPSPRunConfig(BaseModel):
@@ -111,33 +97,6 @@ class MPSPRunConfig(BaseModel):
         """Stable id: hash of the canonical config JSON (which includes the seed)."""
         return stable_hash(self.flat())
 
-
-def stable_hash(obj: dict, n: int = 12) -> str:
-    canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:n]
-
-
-def flag_name(field: str) -> str:
-    return "--" + field.replace("_", "-")
-
-
-def format_validation_error(err: ValidationError) -> str:
-    """One line naming the offending flag and what is allowed (first error only)."""
-    e = err.errors()[0]
-    field = ".".join(str(p) for p in e.get("loc", ()))
-    msg = e.get("msg", "invalid value")
-    if e.get("type") == "value_error":
-        msg = msg.removeprefix("Value error, ")
-    value = e.get("input")
-    if field:
-        shown = "" if isinstance(value, dict) else f" {value!r}"
-        return f"{flag_name(field)}:{shown} is not allowed; {msg.lower()}"
-    return msg
-
-
-def make_config(cls: type[BaseModel], **values) -> BaseModel:
-    """Build a config, turning pydantic's report into a one-line :class:`ConfigError`."""
-    try:
-        return cls(**values)
-    except ValidationError as err:
-        raise ConfigError(format_validation_error(err)) from None
+    def label(self) -> str:
+        """Short name of the ensemble's shape, for progress bars."""
+        return f"{self.layers}L·{self.heads}H"

@@ -1,0 +1,17 @@
+"""Typed, validated run configs, one module per task; see :mod:`rulelab.config.base`."""
+
+from rulelab.config.base import ConfigError, flag_name, make_config, stable_hash
+from rulelab.config.mpsp import MPSP_MEMBER_FIELDS, MPSPRunConfig
+
+CONFIGS = {"mpsp": MPSPRunConfig}
+
+
+def config_from_flat(flat: dict):
+    """Rebuild a config object from its stored flat dict (the ``task`` key picks the class)."""
+    return CONFIGS[flat["task"]](**flat)
+
+
+__all__ = [
+    "CONFIGS", "ConfigError", "MPSPRunConfig", "MPSP_MEMBER_FIELDS", "config_from_flat",
+    "flag_name", "make_config", "stable_hash",
+]

@@ -1,0 +1,53 @@
+"""Shared config machinery: stable hashes and one-line validation errors.
+
+A run is fully determined by its config (SPEC "Cross-cutting"). Configs are flat pydantic
+models: every key is named like its CLI flag (``ratio``, ``weight_decay``, ``seed``,
+``layers``), so the registry, ``rulelab runs --json`` and DataFrames all speak the same names.
+
+Fields come in two kinds (DESIGN §1): *shape* fields must be equal for all members of one
+ensemble (architecture, sizes, steps); *member* fields may differ per member (data, seeds,
+optimizer hyperparameters) and become per-member data or ``[E]`` tensors. Each config class
+lists its member fields and provides ``shape_key()``, ``flat()``, ``run_id`` and ``label()``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pydantic import BaseModel, ValidationError
+
+
+class ConfigError(ValueError):
+    """A config value out of range, reported as one line naming the flag and what is allowed."""
+
+
+def stable_hash(obj: dict, n: int = 12) -> str:
+    canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:n]
+
+
+def flag_name(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def format_validation_error(err: ValidationError) -> str:
+    """One line naming the offending flag and what is allowed (first error only)."""
+    e = err.errors()[0]
+    field = ".".join(str(p) for p in e.get("loc", ()))
+    msg = e.get("msg", "invalid value")
+    if e.get("type") == "value_error":
+        msg = msg.removeprefix("Value error, ")
+    value = e.get("input")
+    if field:
+        shown = "" if isinstance(value, dict) else f" {value!r}"
+        return f"{flag_name(field)}:{shown} is not allowed; {msg.lower()}"
+    return msg
+
+
+def make_config(cls: type[BaseModel], **values) -> BaseModel:
+    """Build a config, turning pydantic's report into a one-line :class:`ConfigError`."""
+    try:
+        return cls(**values)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err)) from None
