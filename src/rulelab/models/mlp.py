@@ -49,7 +49,7 @@ def pre_activations(U: torch.Tensor, V: torch.Tensor, x: torch.Tensor) -> torch.
 
 
 def mlp_logits(U, V, W, mu, x: torch.Tensor, act: str) -> torch.Tensor:
-    """Pure forward: weights ``U, V [E, M, P]``, ``W [E, P, M]``, ``μ [E, P]`` or None → ``[E, B, P]``."""
+    """Pure forward: ``U, V [E, M, P]``, ``W [E, P, M]``, ``μ [E, P]`` or None → ``[E, B, P]``."""
     h = ACTIVATIONS[act](pre_activations(U, V, x))  # [E, B, M]
     out = torch.bmm(h, W.transpose(1, 2))  # [E, B, P]
     return out if mu is None else out + mu.unsqueeze(1)
