@@ -98,7 +98,9 @@ def _mpsp_data(cfg):
     try:
         return mpsp_from_config(cfg)
     except ValueError as e:
-        raise UserError(str(e).splitlines()[0]) from None
+        raise UserError(f"--n-train/--n-eval: {cfg.n_train}/{cfg.n_eval} not allowed with "
+                        f"--vocab {cfg.vocab} --seq-len {cfg.seq_len}: "
+                        f"{str(e).splitlines()[0]}") from None
 
 
 # --- train -----------------------------------------------------------------------------------

@@ -347,7 +347,7 @@ def test_bad_input_is_one_error_line_exit_2_and_writes_nothing(bad_results, case
 def test_bad_input_cases_behave_the_same_in_a_fresh_interpreter(bad_results, tmp_path):
     """The forking driver matches the installed ``rulelab`` script (rc and stderr)."""
     _, cases, procs = bad_results
-    case = "train:layers-not-int"  # a parse error, then a range error is checked below too
+    case = "train:layers-not-int"  # a parse error (typer), the most wrapper-sensitive path
     fresh = cli(*cases[case][0], cwd=tmp_path)
     assert (fresh.returncode, fresh.stderr) == (procs[case].returncode, procs[case].stderr)
 

@@ -1,9 +1,10 @@
 """Typed, validated run configs, one module per task; see :mod:`rulelab.config.base`."""
 
 from rulelab.config.base import ConfigError, flag_name, make_config, stable_hash
+from rulelab.config.modular import MODULAR_MEMBER_FIELDS, ModularRunConfig
 from rulelab.config.mpsp import MPSP_MEMBER_FIELDS, MPSPRunConfig
 
-CONFIGS = {"mpsp": MPSPRunConfig}
+CONFIGS = {"mpsp": MPSPRunConfig, "modular": ModularRunConfig}
 
 
 def config_from_flat(flat: dict):
@@ -12,6 +13,7 @@ def config_from_flat(flat: dict):
 
 
 __all__ = [
-    "CONFIGS", "ConfigError", "MPSPRunConfig", "MPSP_MEMBER_FIELDS", "config_from_flat",
+    "CONFIGS", "ConfigError", "MODULAR_MEMBER_FIELDS", "MPSPRunConfig", "MPSP_MEMBER_FIELDS",
+    "ModularRunConfig", "config_from_flat",
     "flag_name", "make_config", "stable_hash",
 ]

@@ -60,11 +60,14 @@ class MPSPRunConfig(BaseModel):
     @model_validator(mode="after")
     def _check_relations(self) -> MPSPRunConfig:
         if self.d_model % self.heads:
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
+            raise ValueError(f"--heads: {self.heads} is not allowed; --d-model ({self.d_model}) "
+                             "must be divisible by --heads")
         if self.batch_size > self.n_train:
-            raise ValueError(f"batch_size ({self.batch_size}) must be ≤ n_train ({self.n_train})")
+            raise ValueError(f"--batch-size: {self.batch_size} is not allowed; it must be ≤ "
+                             f"--n-train ({self.n_train}), or 0 for full batch")
         if self.vocab < self.label_mod:
-            raise ValueError(f"vocab ({self.vocab}) must be ≥ label_mod ({self.label_mod})")
+            raise ValueError(f"--vocab: {self.vocab} is not allowed; it must be ≥ "
+                             f"--label-mod ({self.label_mod})")
         return self
 
     # --- derived quantities ---------------------------------------------------------------

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
 from rulelab.store.atomic import atomic_write
 from rulelab.store.errors import StoreError, first_line
 
@@ -22,12 +20,15 @@ def checkpoint_path(directory: Path, run_id: str) -> Path:
 
 
 def save_checkpoint(directory: Path, run_id: str, state: dict) -> None:
+    import torch  # lazily: commands that only read the registry should start fast
+
     atomic_write(checkpoint_path(directory, run_id), lambda f: torch.save(state, f))
 
 
 def load_checkpoint(directory: Path, run_id: str) -> dict | None:
     """The saved state on the CPU, None if there is none; a damaged file raises StoreError
     and is left in place."""
+    import torch
     path = checkpoint_path(directory, run_id)
     if not path.is_file():
         return None
