@@ -5,6 +5,8 @@ Layout::
     <lab>/registry.sqlite          runs: config, status, summary, code version, device
     <lab>/metrics/<run_id>.parquet metric time series (long format)
     <lab>/checkpoints/<run_id>.pt  resumable training state
+    <lab>/analyses/<name>/<key>.parquet  analysis results (tidy tables)
+    <lab>/snapshots/<run_id>/<epoch>.pt  weights at chosen epochs (opt-in)
 
 The lab is found by :func:`resolve_lab` (explicit path, else ``$RULELAB_HOME``, else
 ``./rulelab-runs``). Nothing is created on disk until ``Lab(..., create=True)``.
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rulelab.store import checkpoints, metrics
+from rulelab.store import checkpoints, metrics, tables
 from rulelab.store.errors import StoreError
 from rulelab.store.registry import Registry, to_json
 from rulelab.store.version import code_version
@@ -53,6 +55,7 @@ class Lab:
         self.registry_path = self.root / REGISTRY_FILE
         self.metrics_dir = self.root / "metrics"
         self.checkpoints_dir = self.root / "checkpoints"
+        self.analyses_dir = self.root / "analyses"
         self._registry = Registry(self.registry_path)
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"lab path {self.root} exists and is not a directory")
@@ -146,6 +149,28 @@ class Lab:
 
     def delete_checkpoint(self, run_id: str) -> None:
         checkpoints.delete_checkpoint(self.checkpoints_dir, run_id)
+
+    # --- weight snapshots over training (for analyses over checkpoints) ------------------------
+    def save_snapshot(self, run_id: str, epoch: int, params: dict) -> None:
+        """Weights of ``run_id`` at ``epoch``: ``snapshots/<run_id>/<epoch>.pt``."""
+        folder = self.root / "snapshots" / run_id
+        folder.mkdir(parents=True, exist_ok=True)
+        checkpoints.save_checkpoint(folder, f"{int(epoch):09d}", {"epoch": epoch, "params": params})
+
+    def snapshot_epochs(self, run_id: str) -> list[int]:
+        folder = self.root / "snapshots" / run_id
+        return sorted(int(p.stem) for p in folder.glob("*.pt")) if folder.is_dir() else []
+
+    def load_snapshot(self, run_id: str, epoch: int) -> dict | None:
+        return checkpoints.load_checkpoint(self.root / "snapshots" / run_id, f"{int(epoch):09d}")
+
+    # --- analysis tables ---------------------------------------------------------------------
+    def write_table(self, name: str, key: str, frame: pd.DataFrame) -> Path:
+        """Store analysis ``name``'s rows for ``key`` (an ensemble or run id), replacing them."""
+        return tables.write_table(self.analyses_dir, name, key, frame)
+
+    def read_table(self, name: str) -> pd.DataFrame:
+        return tables.read_table(self.analyses_dir, name)
 
 
 def _union_keys(dicts) -> list[str]:

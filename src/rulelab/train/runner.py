@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from rulelab.store import Lab
@@ -28,6 +29,10 @@ def trainer_class(task: str) -> type[EnsembleTrainerBase]:
         from rulelab.train.ensemble import EnsembleTrainer
 
         return EnsembleTrainer
+    if task == "modular":
+        from rulelab.train.modular import ModularTrainer
+
+        return ModularTrainer
     raise ValueError(f"no trainer for task {task!r}")
 
 
@@ -39,6 +44,15 @@ class RunOptions:
     max_members: int = 64
     checkpoint_every: int = 500  # epochs
     checkpoint_seconds: float = 300.0  # also checkpoint when this much wall time has passed
+    snapshots: int = 0  # keep weights at about this many log-spaced epochs (0 = none)
+
+
+def log_spaced_epochs(total: int, n: int) -> set[int]:
+    """About ``n`` epochs spaced geometrically from 1 to ``total``, plus 0 and ``total``."""
+    if n <= 0:
+        return set()
+    points = np.unique(np.round(np.geomspace(1, max(total, 1), num=n)).astype(int))
+    return {0, total, *points.tolist()}
 
 
 def plan_ensembles(configs: Sequence, start_epochs: dict[str, int], max_members: int) -> list[list]:
@@ -97,6 +111,14 @@ def _train_chunk(chunk, states, lab: Lab, options: RunOptions, progress: Progres
     progress.start(f"{chunk[0].label()} × {len(chunk)}", trainer.total_epochs, trainer.epoch,
                    len(chunk))
     last_save = time.monotonic()
+    snapshot_at = log_spaced_epochs(trainer.total_epochs, options.snapshots)
+
+    def snapshot() -> None:
+        for e, c in enumerate(chunk):
+            if trainer.summaries[e].failed_reason is None:
+                params = {n: p[e].detach().cpu().clone()
+                          for n, p in trainer.model.named_parameters()}
+                lab.save_snapshot(c.run_id, trainer.epoch, params)
 
     def checkpoint() -> None:
         for e, c in enumerate(chunk):
@@ -105,6 +127,8 @@ def _train_chunk(chunk, states, lab: Lab, options: RunOptions, progress: Progres
 
     def on_epoch(tr: EnsembleTrainerBase, evaluated: bool) -> None:
         nonlocal last_save
+        if tr.epoch in snapshot_at:
+            snapshot()
         if evaluated:
             n_gen = sum(s.generalized for s in tr.summaries)
             n_fail = sum(s.failed_reason is not None for s in tr.summaries)
