@@ -29,7 +29,8 @@ app.add_typer(data_app, name="data")
 app.add_typer(train_app, name="train")
 app.add_typer(reproduce_app, name="reproduce")
 
-MULTI_VALUE_FLAGS = {"--ratio", "--weight-decay", "--lr", "--layers", "--heads", "--data-seed"}
+MULTI_VALUE_FLAGS = {"--ratio", "--weight-decay", "--lr", "--layers", "--heads", "--data-seed",
+                     "--width", "--noise", "--activation", "--optimizer"}
 # Wide enough for the rate table when piped (rich would wrap it at 80 columns).
 console = Console() if sys.stdout.isatty() else Console(width=140)
 err_console = Console(stderr=True)
@@ -157,7 +158,8 @@ def _train(configs, *, lab, experiment, device, max_members, checkpoint_every, q
     from rulelab.train.runner import RunOptions, run_configs
 
     for cfg in configs:  # data errors (e.g. a sequence space too small) before any write
-        _mpsp_data(cfg)
+        if cfg.task == "mpsp":
+            _mpsp_data(cfg)
     the_lab = _open_lab(lab, create=True)
     options = RunOptions(TrainOptions(device=device), max_members=max_members,
                          checkpoint_every=checkpoint_every)
@@ -221,6 +223,17 @@ def reproduce_s(
     _check_device(device)
     shortcut_saturation(scale=scale, out=out, lab=lab, device=device, quiet=quiet,
                         train=_train, console=console)
+
+
+from rulelab.cli_modular import data_modular, train_modular  # noqa: E402
+
+data_app.command("modular")(data_modular)
+train_app.command("modular")(train_modular)
+
+
+from rulelab.cli_analyze import analyze_app  # noqa: E402  (commands register on import)
+
+app.add_typer(analyze_app, name="analyze")
 
 
 def main() -> None:

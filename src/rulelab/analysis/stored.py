@@ -1,0 +1,68 @@
+"""Run an ensemble analysis over a lab's stored runs and epochs, and store its table.
+
+Every analysis of :mod:`rulelab.analysis` is a function of one loaded ensemble (a trainer with
+``model`` and ``data``) returning a tidy frame with a ``member`` column; this module maps
+members to run ids, loops over the requested epochs (final checkpoint or weight snapshots),
+and writes ``analyses/<name>/<key>.parquet`` (DESIGN §3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from rulelab.analysis.loading import load_ensembles, require_runs, stored_configs
+from rulelab.config import stable_hash
+from rulelab.store import Lab
+
+EnsembleAnalysis = Callable[[object], pd.DataFrame]
+
+
+def resolve_epochs(lab: Lab, configs: Sequence, which: str) -> list[int | None]:
+    """``final`` → [None] (final checkpoint); ``all`` → every snapshot; ``"0,100"`` → those."""
+    if which == "final":
+        return [None]
+    if which == "all":
+        epochs = sorted({e for c in configs for e in lab.snapshot_epochs(c.run_id)})
+        return epochs or [None]
+    return [int(e) for e in which.split(",") if e.strip()]
+
+
+def with_run_ids(frame: pd.DataFrame, trainer, epoch: int) -> pd.DataFrame:
+    """Add ``run_id``, ``epoch`` and the member's config columns used to group results."""
+    frame = frame.copy()
+    cfgs = trainer.configs
+    frame.insert(0, "run_id", [cfgs[int(m)].run_id for m in frame["member"]])
+    frame.insert(1, "epoch", int(epoch))
+    for col in ("layers", "heads", "ratio", "weight_decay", "seed"):
+        if hasattr(cfgs[0], col):
+            frame[col] = [getattr(cfgs[int(m)], col) for m in frame["member"]]
+    return frame
+
+
+def analyze_stored(
+    lab: Lab,
+    name: str,
+    analysis: EnsembleAnalysis,
+    *,
+    task: str = "mpsp",
+    epochs: str = "final",
+    run_ids: Sequence[str] | None = None,
+    max_members: int = 64,
+    on_step: Callable[[str], None] | None = None,
+) -> pd.DataFrame:
+    """Apply ``analysis`` to every stored ensemble at every requested epoch; store and return."""
+    configs = stored_configs(lab, task=task, run_ids=run_ids)
+    require_runs(configs, lab, task)
+    frames = []
+    for epoch in resolve_epochs(lab, configs, epochs):
+        for trainer in load_ensembles(lab, configs, epoch=epoch, max_members=max_members):
+            frame = with_run_ids(analysis(trainer), trainer, trainer.epoch)
+            key = stable_hash({"runs": [c.run_id for c in trainer.configs],
+                               "epoch": trainer.epoch})
+            lab.write_table(name, key, frame)
+            frames.append(frame)
+            if on_step:
+                on_step(f"{name}: {len(trainer.configs)} runs at epoch {trainer.epoch}")
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
