@@ -133,6 +133,10 @@ def train_mpsp(
     max_members: int = typer.Option(64, "--max-members", help="most runs per ensemble"),
     checkpoint_every: int = typer.Option(500, "--checkpoint-every", help="epochs"),
     experiment: str = typer.Option("mpsp", "--experiment"),
+    track: str = typer.Option("", "--track", help="analyses during training: "
+                              "gradients,fingerprints,ablation"),
+    track_every: str = typer.Option("log", "--track-every", help="log or an epoch interval"),
+    snapshots: int = typer.Option(0, "--snapshots", help="keep weights at ~N log-spaced epochs"),
     lab: Path | None = LabOpt,
     quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
 ) -> None:
@@ -142,6 +146,8 @@ def train_mpsp(
     _positive("--max-members", max_members)
     _positive("--checkpoint-every", checkpoint_every)
     _check_device(device)
+    tracked = _check_track(track, track_every)
+    _positive("--snapshots", snapshots, 0)
     axes = {"layers": layers, "heads": heads, "ratio": ratio, "weight_decay": weight_decay,
             "lr": lr, "data_seed": data_seed}
     fixed = dict(label_mod=label_mod, shortcut=shortcut, d_model=d_model, d_mlp=d_mlp, act=act,
@@ -149,10 +155,25 @@ def train_mpsp(
                  epochs=epochs, warmup=warmup, batch_size=batch_size, eval_every=eval_every)
     configs = expand_grid(MPSPRunConfig, axes, fixed, range(seed_start, seed_start + seeds))
     _train(configs, lab=lab, experiment=experiment, device=device, max_members=max_members,
-           checkpoint_every=checkpoint_every, quiet=quiet)
+           checkpoint_every=checkpoint_every, quiet=quiet, track=tracked,
+           track_every=track_every, snapshots=snapshots)
 
 
-def _train(configs, *, lab, experiment, device, max_members, checkpoint_every, quiet) -> Lab:
+def _check_track(track: str, every: str) -> tuple[str, ...]:
+    from rulelab.train.tracking import TRACKERS
+
+    names = tuple(n.strip() for n in track.split(",") if n.strip())
+    unknown = [n for n in names if n not in TRACKERS]
+    if unknown:
+        raise UserError(f"--track: {','.join(unknown)} is not allowed; use a comma list of "
+                        f"{', '.join(sorted(TRACKERS))}")
+    if every != "log" and not (every.isdigit() and int(every) > 0):
+        raise UserError(f"--track-every: {every!r} is not allowed; use log or a positive integer")
+    return names
+
+
+def _train(configs, *, lab, experiment, device, max_members, checkpoint_every, quiet,
+           track=(), track_every="log", snapshots=0) -> Lab:
     from rulelab.progress import RichProgress
     from rulelab.train.ensemble import TrainOptions
     from rulelab.train.runner import RunOptions, run_configs
@@ -162,7 +183,8 @@ def _train(configs, *, lab, experiment, device, max_members, checkpoint_every, q
             _mpsp_data(cfg)
     the_lab = _open_lab(lab, create=True)
     options = RunOptions(TrainOptions(device=device), max_members=max_members,
-                         checkpoint_every=checkpoint_every)
+                         checkpoint_every=checkpoint_every, track=track, track_every=track_every,
+                         snapshots=snapshots)
     err_console.print(f"{len(configs)} runs → lab {the_lab.root}")
     run_configs(configs, the_lab, experiment=experiment, options=options,
                 progress=None if quiet else RichProgress(err_console))

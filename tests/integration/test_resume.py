@@ -12,7 +12,7 @@ import pandas as pd
 ARGS = ["train", "mpsp", "--layers", "1", "--heads", "1", "--d-model", "16", "--d-mlp", "32",
         "--seq-len", "5", "--vocab", "12", "--n-train", "512", "--n-eval", "64",
         "--ratio", "0.6", "0.9", "--seeds", "2", "--epochs", "400", "--eval-every", "5",
-        "--checkpoint-every", "20", "--quiet"]
+        "--checkpoint-every", "20", "--track", "gradients", "--track-every", "log", "--quiet"]
 
 
 def _cli(lab: Path) -> list[str]:
@@ -50,3 +50,13 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     a, b = _metrics(whole), _metrics(killed)
     assert len(a) == len(b) == 4 * (400 // 5 + 1) * 10
     pd.testing.assert_frame_equal(a, b, check_exact=True)
+    # analyses tracked during training survive the kill the same way
+    ga, gb = (_table(lab, "gradients") for lab in (whole, killed))
+    assert len(ga) == len(gb) > 0 and ga["epoch"].nunique() > 5
+    pd.testing.assert_frame_equal(ga, gb, check_exact=True)
+
+
+def _table(lab: Path, name: str) -> pd.DataFrame:
+    frames = [pd.read_parquet(p) for p in sorted((lab / "analyses" / name).glob("*.parquet"))]
+    df = pd.concat(frames).sort_values(["run_id", "epoch", "module"])
+    return df.reset_index(drop=True)

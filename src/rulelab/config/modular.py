@@ -50,7 +50,7 @@ class ModularRunConfig(BaseModel):
     task: Literal["modular"] = "modular"
     # --- task (M.1) ---
     op: Literal["add", "sub", "mul"] = Field("add", description="c = a ∘ b mod P")
-    p: int = Field(97, ge=2, le=4096, description="P: the modulus (paper 97 or 113)")
+    p: int = Field(97, ge=2, le=2048, description="P: the modulus (paper 97 or 113)")
     drop_zero: bool = Field(False, description="mul only: a, b ∈ [1, P)")
     train_frac: float = Field(0.5, gt=0.0, le=1.0, description="f: share of pairs in train")
     noise: float = Field(0.0, ge=0.0, le=1.0, description="α: share of train labels corrupted")

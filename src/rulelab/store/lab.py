@@ -172,6 +172,9 @@ class Lab:
     def read_table(self, name: str) -> pd.DataFrame:
         return tables.read_table(self.analyses_dir, name)
 
+    def read_run_table(self, name: str, key: str) -> pd.DataFrame | None:
+        return tables.read_key(self.analyses_dir, name, key)
+
 
 def _union_keys(dicts) -> list[str]:
     """Keys of all dicts in first-seen order."""

@@ -38,6 +38,17 @@ def write_table(directory: Path, name: str, key: str, frame: pd.DataFrame) -> Pa
     return path
 
 
+def read_key(directory: Path, name: str, key: str) -> pd.DataFrame | None:
+    """The rows stored for one ``key``; None when there are none."""
+    path = table_path(directory, name, key)
+    if not path.is_file():
+        return None
+    try:
+        return pq.read_table(path).to_pandas()
+    except Exception as err:  # pyarrow raises several types for damaged files
+        raise StoreError(f"corrupt analysis table {path}: {first_line(err)}") from None
+
+
 def read_table(directory: Path, name: str) -> pd.DataFrame:
     """All keys of analysis ``name`` concatenated; an empty frame when there are none."""
     folder = directory / _check(name, "analysis name")

@@ -19,6 +19,7 @@ import pandas as pd
 
 from rulelab.store import Lab
 from rulelab.train.base import EnsembleTrainerBase, TrainOptions
+from rulelab.train.tracking import Tracker, track_epochs
 
 FINISHED = ("done", "failed")
 
@@ -45,6 +46,8 @@ class RunOptions:
     checkpoint_every: int = 500  # epochs
     checkpoint_seconds: float = 300.0  # also checkpoint when this much wall time has passed
     snapshots: int = 0  # keep weights at about this many log-spaced epochs (0 = none)
+    track: tuple[str, ...] = ()  # analyses run during training (rulelab.train.tracking)
+    track_every: str = "log"  # "log" or an epoch interval
 
 
 def log_spaced_epochs(total: int, n: int) -> set[int]:
@@ -112,6 +115,9 @@ def _train_chunk(chunk, states, lab: Lab, options: RunOptions, progress: Progres
                    len(chunk))
     last_save = time.monotonic()
     snapshot_at = log_spaced_epochs(trainer.total_epochs, options.snapshots)
+    tracker = Tracker(options.track, track_epochs(trainer.total_epochs, options.track_every))
+    if any(states.get(c.run_id) is not None for c in chunk):
+        tracker.resume(lab, ids, trainer.epoch)
 
     def snapshot() -> None:
         for e, c in enumerate(chunk):
@@ -124,16 +130,18 @@ def _train_chunk(chunk, states, lab: Lab, options: RunOptions, progress: Progres
         for e, c in enumerate(chunk):
             lab.save_checkpoint(c.run_id, trainer.member_state(e))
             lab.write_metrics(c.run_id, metrics_frame(c.run_id, trainer.rows[e]))
+        tracker.flush(lab, ids)
 
     def on_epoch(tr: EnsembleTrainerBase, evaluated: bool) -> None:
         nonlocal last_save
         if tr.epoch in snapshot_at:
             snapshot()
+        tracker.maybe_run(tr)
         if evaluated:
             n_gen = sum(s.generalized for s in tr.summaries)
             n_fail = sum(s.failed_reason is not None for s in tr.summaries)
             progress.update(tr.epoch, n_gen, n_fail)
-        due = tr.epoch % options.checkpoint_every == 0
+        due = tr.epoch > 0 and tr.epoch % options.checkpoint_every == 0
         if due or time.monotonic() - last_save > options.checkpoint_seconds:
             checkpoint()
             last_save = time.monotonic()
