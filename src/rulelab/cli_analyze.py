@@ -99,3 +99,28 @@ def analyze_phases(lab: Path | None = LabOpt) -> None:
     the_lab.write_table("phases", "all", table)
     shown = [*cols, "phase1_epoch", "phase2_onset", "gen_epoch", "transient"]
     print_frame("phases per run", table[[c for c in shown if c in table.columns]])
+
+
+@analyze_app.command("patching")
+def analyze_patching(lab: Path | None = LabOpt, epochs: str = EpochsOpt,
+                     n: int = typer.Option(256, "--n", help="adv/twin pairs per member")) -> None:
+    """Cross-split patching from aligned twins into adv sequences (SPEC S.4.4)."""
+    from rulelab.analysis.s_tables import patching_table
+
+    frame = _run(_lab(lab), "patching", lambda tr: patching_table(tr, n), epochs)
+    summary = (frame[frame["kind"].isin(["z_all", "mlp_out_all"])]
+               .groupby(["layers", "ratio", "epoch", "kind", "layer", "head"])["value"]
+               .mean().reset_index())
+    print_frame("patching: normalised logit difference recovered (1 = twin), mean over seeds",
+                summary)
+
+
+@analyze_app.command("fingerprints")
+def analyze_fingerprints(lab: Path | None = LabOpt, epochs: str = EpochsOpt) -> None:
+    """QK magnitude ρ, attention on x₁ and OV parity ρ per head (SPEC S.4.5)."""
+    from rulelab.analysis.s_tables import fingerprint_table
+
+    frame = _run(_lab(lab), "fingerprints", fingerprint_table, epochs)
+    summary = (frame.groupby(["layers", "ratio", "epoch", "layer", "head"])
+               [["qk_rho", "first_mass", "ov_parity_rho"]].mean().reset_index())
+    print_frame("fingerprints per head (mean over seeds)", summary)

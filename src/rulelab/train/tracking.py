@@ -23,9 +23,9 @@ def _gradients(trainer) -> pd.DataFrame:
 
 
 def _fingerprints(trainer) -> pd.DataFrame:
-    from rulelab.analysis.circuits import fingerprints_for
+    from rulelab.analysis.s_tables import fingerprint_table
 
-    return fingerprints_for(trainer)
+    return fingerprint_table(trainer)
 
 
 def _ablation(trainer) -> pd.DataFrame:
