@@ -279,5 +279,7 @@ def main() -> None:
         err_console.print("aborted")
         sys.exit(130)
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # `python -m rulelab.cli`: run the one canonical module copy
+    from rulelab.cli import main as _main
+
+    _main()

@@ -85,7 +85,18 @@ def wilson_arrays(k, n, z: float = Z95) -> tuple[np.ndarray, np.ndarray]:
 
 
 def config_columns(runs: pd.DataFrame) -> list[str]:
-    """Columns of ``runs`` that define a configuration (everything but seed, summaries, ids)."""
+    """Columns of ``runs`` that define a configuration (everything but seed, summaries, ids).
+
+    A registry frame (it has a ``task`` column) is answered exactly from the tasks' config
+    classes; any other frame falls back to excluding known id and summary columns.
+    """
+    if "task" in runs.columns:
+        from rulelab.config import CONFIGS
+
+        fields = {f for t in runs["task"].dropna().unique() if t in CONFIGS
+                  for f in CONFIGS[t].model_fields}
+        if fields:
+            return [c for c in runs.columns if c in fields and c not in ("seed", "task")]
     cols = []
     for c in runs.columns:
         name = str(c)
