@@ -226,8 +226,10 @@ def report_cmd(
 
     the_lab = _open_lab(lab, create=False)
     frames = load(the_lab)
+    analyses = {name: the_lab.read_table(name)
+                for name in ("gradients", "ablation", "patching", "fingerprints", "phases")}
     path = write_report(out, title=f"rulelab report — {the_lab.root.name}", runs=frames.runs,
-                        metrics=frames.metrics)
+                        metrics=frames.metrics, analyses=analyses)
     console.print(f"wrote {path}")
 
 

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 
 from rulelab.analysis.stats import cell_columns, format_rate, rate_table
 from rulelab.report.figures import accuracy_curves, loss_curves, rate_vs_ratio
+from rulelab.report.figures_s import analysis_figures
 
 _CSS = """
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222;
@@ -135,6 +136,7 @@ def write_report(
     metrics: pd.DataFrame,
     sections: list[tuple[str, str]] | None = None,
     paper: dict | None = None,
+    analyses: dict[str, pd.DataFrame] | None = None,
 ) -> Path:
     """Write one self-contained HTML report and return its path.
 
@@ -142,7 +144,11 @@ def write_report(
     with optional ``paper`` reference points (see :func:`rate_vs_ratio`), accuracy and loss
     curves with per-seed lines, then ``sections`` as (heading, body) pairs — a body starting
     with ``<`` is inserted as HTML, any other is escaped text — and a footer with the code
-    versions and the generation time. The write is atomic (temp file + ``os.replace``).
+    versions and the generation time. ``analyses`` maps an analysis name (gradients,
+    ablation, patching, fingerprints, …) to its table as ``Lab.read_table`` returns it; the
+    tables that have rows add a "Mechanistic analyses" section (SPEC S.4, see
+    :func:`rulelab.report.figures_s.analysis_figures`). The write is atomic (temp file +
+    ``os.replace``).
     """
     path = Path(path)
     parts = [f"<h1>{html.escape(title)}</h1>", f'<p class="meta">{_status_line(runs)}</p>']
@@ -160,6 +166,9 @@ def write_report(
         if _has_losses(metrics):
             parts.append(_figure_html(loss_curves(runs, metrics),
                                       "Train-consistent vs train-anti loss per configuration"))
+        if mechanistic := analysis_figures(analyses, runs):
+            parts.append("<h2>Mechanistic analyses</h2>")
+            parts += [_figure_html(fig, caption) for fig, caption in mechanistic]
     for heading, body in sections or []:
         parts += [f"<h2>{html.escape(heading)}</h2>", _section_body(body)]
     parts.append(_footer(runs))
