@@ -77,6 +77,9 @@ class ModularRunConfig(BaseModel):
     momentum: float = Field(0.0, ge=0.0, lt=1.0, description="sgd 0.9, muon 0.95 by default")
     nesterov: bool = Field(False, description="on by default for muon")
     ns_steps: int = Field(5, ge=1, le=20, description="Newton–Schulz steps (muon)")
+    # float64 by default: torch's bf16 CPU matmuls round differently with the batch size, which
+    # would break "a member equals the same run trained alone"; bfloat16 matches torch.optim.Muon.
+    ns_dtype: Literal["float64", "float32", "bfloat16"] = "float64"
     seed: int = Field(0, ge=0, lt=2**31, description="model seed (init)")
     epochs: int = Field(20000, ge=1, le=10_000_000, description="full-batch steps")
     eval_every: int = Field(100, ge=1, le=10_000_000)

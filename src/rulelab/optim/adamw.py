@@ -23,7 +23,14 @@ def _per_member(values: Sequence[float] | float, n: int, name: str) -> torch.Ten
 
 
 class BatchedAdamW:
-    """AdamW where every hyperparameter is an ``[E]`` vector (one value per member)."""
+    """AdamW where every hyperparameter is an ``[E]`` vector (one value per member).
+
+    ``decoupled = False`` (see :class:`rulelab.optim.adam.BatchedAdam`) turns the decoupled decay
+    into ``torch.optim.Adam``'s L2 penalty added to the gradient. An inactive member is frozen:
+    its parameters *and* its moments stay exactly as they were.
+    """
+
+    decoupled: bool = True  # AdamW: decay the weights; False: Adam, add wd * p to the gradient
 
     def __init__(
         self,
@@ -73,9 +80,13 @@ class BatchedAdamW:
         b1, b2 = self.beta1, self.beta2
         step_size = (lr / (1 - b1**t)).to(dev)
         bias2_sqrt = (1 - b2**t).sqrt().to(dev)
-        decay = (1 - lr * self.weight_decay).to(dev)
-        one_minus_b1, b2_dev = (1 - b1).to(dev), b2.to(dev)
-        one_minus_b2, eps = (1 - b2).to(dev), self.eps.to(dev)
+        wd = self.weight_decay
+        decay = (1 - lr * wd).to(dev) if self.decoupled else None
+        l2 = None if self.decoupled or not bool((wd != 0).any()) else wd.to(dev)
+        # An inactive member gets zero moment weights: its exp_avg / exp_avg_sq stay unchanged.
+        on = self.active.to(torch.float64)
+        one_minus_b1, b2_dev = ((1 - b1) * on).to(dev), torch.where(self.active, b2, 1.0).to(dev)
+        one_minus_b2, eps = ((1 - b2) * on).to(dev), self.eps.to(dev)
         frozen = not bool(self.active.all())
         active = self.active.to(dev)
         for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
@@ -83,9 +94,12 @@ class BatchedAdamW:
                 continue
             shape = (-1,) + (1,) * (p.dim() - 1)
             g = p.grad
+            if l2 is not None:  # Adam (torch.optim.Adam): g + wd * p
+                g = g.add(p * l2.view(shape).to(p.dtype))
             if frozen:  # a frozen member's NaN gradient must not reach its state
                 g = torch.where(active.view(shape), g, 0.0)
-            p.mul_(decay.view(shape).to(p.dtype))
+            if decay is not None:
+                p.mul_(decay.view(shape).to(p.dtype))
             m.lerp_(g, one_minus_b1.view(shape).to(p.dtype))
             v.mul_(b2_dev.view(shape).to(p.dtype)).addcmul_(
                 g, g * one_minus_b2.view(shape).to(p.dtype)

@@ -143,26 +143,10 @@ class ModularTrainer(EnsembleTrainerBase):
         return model.init_weights([m.seed for m in self.configs], c.init)
 
     def build_optimizer(self):
-        """The batched optimizer factory (adamw/adam/sgd/muon); AdamW alone without it."""
-        named = list(self.model.named_parameters())
-        try:
-            from rulelab.optim.factory import make_optimizer
-        except ImportError:
-            make_optimizer = None
-        if make_optimizer is not None:
-            return make_optimizer(self.configs, named, self.n_members)
-        if self.cfg.optimizer != "adamw":
-            raise ValueError(f"optimizer {self.cfg.optimizer!r} needs rulelab.optim.factory")
-        from rulelab.optim.adamw import BatchedAdamW
+        """AdamW, Adam, SGD or Muon, batched over members (SPEC M.3)."""
+        from rulelab.optim.factory import make_optimizer
 
-        def each(field: str) -> list:
-            return [getattr(c, field) for c in self.configs]
-
-        return BatchedAdamW(
-            [p for _, p in named], n_members=self.n_members, lr=each("lr"),
-            weight_decay=each("weight_decay"), beta1=each("beta1"), beta2=each("beta2"),
-            eps=each("eps"),
-        )
+        return make_optimizer(self.configs, list(self.model.named_parameters()), self.n_members)
 
     def loss(self, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
         """``[E]`` per-member loss sums of this chunk divided by the batch size (CE or MSE)."""

@@ -1,0 +1,160 @@
+"""Batched SGD over stacked ``[E, ...]`` parameters with per-member hyperparameters (SPEC M.3).
+
+Each member ``e`` follows exactly ``torch.optim.SGD`` (heavy-ball momentum, Polyak 1964;
+Nesterov momentum in the form of Sutskever et al. 2013) with dampening 0 and its own
+``lr[e], weight_decay[e]`` (coupled L2: ``g ← g + wd · p``), ``momentum[e], nesterov[e]`` and
+linear warm-up ``warmup[e]``. Nothing reduces across the member axis; an inactive member is frozen
+(parameters and momentum buffer unchanged, its NaN gradient never read).
+
+:class:`_BatchedMomentum` holds what SGD and Muon share: the ``[E]`` hyperparameters, warm-up,
+``active`` mask, one momentum buffer per parameter and the (per-member) checkpoint API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+
+from rulelab.optim.adamw import _per_member
+
+__all__ = ["BatchedSGD"]
+
+
+def _view(t: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """``[E]`` hyperparameter → ``[E, 1, ..., 1]`` on ``p``'s device and dtype."""
+    return t.to(device=p.device, dtype=p.dtype).view((-1,) + (1,) * (p.dim() - 1))
+
+
+def _mask(t: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """``[E]`` bool → ``[E, 1, ..., 1]`` bool on ``p``'s device."""
+    return t.to(p.device).view((-1,) + (1,) * (p.dim() - 1))
+
+
+class _BatchedMomentum:
+    """Shared state machinery: ``[E]`` hyperparameters and one momentum buffer per parameter."""
+
+    def __init__(
+        self,
+        params: Iterable[torch.nn.Parameter],
+        *,
+        n_members: int,
+        lr: Sequence[float] | float,
+        weight_decay: Sequence[float] | float,
+        momentum: Sequence[float] | float,
+        nesterov: Sequence[bool] | bool,
+        warmup: Sequence[int] | int = 0,
+    ) -> None:
+        self.params = list(params)
+        E = self.n_members = n_members
+        for p in self.params:
+            if p.dim() == 0 or p.shape[0] != E:
+                raise ValueError(f"parameter of shape {tuple(p.shape)} lacks the member axis {E}")
+        self.lr = _per_member(lr, E, "lr")
+        self.weight_decay = _per_member(weight_decay, E, "weight_decay")
+        self.momentum = _per_member(momentum, E, "momentum")
+        self.nesterov = _per_member(nesterov, E, "nesterov").bool()
+        self.warmup = _per_member(warmup, E, "warmup")
+        self.active = torch.ones(E, dtype=torch.bool)
+        self.step_count = 0
+        self.momentum_buffer = [torch.zeros_like(p) for p in self.params]
+
+    def lr_now(self) -> torch.Tensor:
+        """``[E]`` learning rate at the coming step: linear warm-up, then constant."""
+        t = self.step_count + 1
+        ramp = torch.where(self.warmup > 0, (t / self.warmup.clamp(min=1)).clamp(max=1.0), 1.0)
+        return self.lr * ramp
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def deactivate(self, members: torch.Tensor) -> None:
+        """Freeze the members where ``members`` ([E] bool) is true."""
+        self.active &= ~members.cpu()
+
+    def _masked_grad(self, p: torch.Tensor) -> torch.Tensor:
+        """``p.grad`` with inactive members' rows zeroed (their NaNs must not reach any state)."""
+        if bool(self.active.all()):
+            return p.grad
+        return torch.where(_mask(self.active, p), p.grad, 0.0)
+
+    # --- checkpointing ----------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "step_count": self.step_count,
+            "active": self.active.clone(),
+            "momentum_buffer": [b.detach().cpu().clone() for b in self.momentum_buffer],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step_count = int(state["step_count"])
+        self.active = state["active"].clone()
+        with torch.no_grad():
+            for dst, src in zip(self.momentum_buffer, state["momentum_buffer"], strict=True):
+                dst.copy_(src)
+
+    def member_state(self, e: int) -> dict:
+        """The state of member ``e`` alone (for per-run checkpoints)."""
+        return {
+            "step_count": self.step_count,
+            "active": bool(self.active[e]),
+            "momentum_buffer": [b[e].detach().cpu().clone() for b in self.momentum_buffer],
+        }
+
+    def load_member_state(self, e: int, state: dict) -> None:
+        if int(state["step_count"]) != self.step_count and self.step_count != 0:
+            raise ValueError("members of one ensemble must resume from the same step")
+        self.step_count = int(state["step_count"])
+        self.active[e] = bool(state["active"])
+        with torch.no_grad():
+            for dst, src in zip(self.momentum_buffer, state["momentum_buffer"], strict=True):
+                dst[e].copy_(src)
+
+
+class BatchedSGD(_BatchedMomentum):
+    """SGD (momentum, optional Nesterov, L2 decay, dampening 0); hyperparameters are ``[E]``.
+
+    ``momentum[e] == 0`` is plain SGD for that member (the buffer then just holds the last
+    gradient; the update is bit-identical to torch's momentum-free path).
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.nn.Parameter],
+        *,
+        n_members: int,
+        lr: Sequence[float] | float = 1e-3,
+        weight_decay: Sequence[float] | float = 0.0,
+        momentum: Sequence[float] | float = 0.0,
+        nesterov: Sequence[bool] | bool = False,
+        warmup: Sequence[int] | int = 0,
+    ) -> None:
+        super().__init__(params, n_members=n_members, lr=lr, weight_decay=weight_decay,
+                         momentum=momentum, nesterov=nesterov, warmup=warmup)
+        if bool((self.nesterov & (self.momentum <= 0)).any()):
+            raise ValueError("nesterov: needs momentum > 0 (as torch.optim.SGD)")
+
+    @torch.no_grad()
+    def step(self) -> None:
+        lr = self.lr_now() * self.active  # before counting this step: warm-up starts at 1/w
+        self.step_count += 1
+        # A frozen member keeps its buffer: buf · 1 + 0.
+        keep = torch.where(self.active, self.momentum, 1.0)
+        use_l2 = bool((self.weight_decay != 0).any())
+        all_nesterov, any_nesterov = bool(self.nesterov.all()), bool(self.nesterov.any())
+        for p, buf in zip(self.params, self.momentum_buffer, strict=True):
+            if p.grad is None:
+                continue
+            g = p.grad  # [E, ...]
+            if use_l2:  # torch: grad.add(param, alpha=weight_decay)
+                g = g.add(p * _view(self.weight_decay, p))
+            if not bool(self.active.all()):
+                g = torch.where(_mask(self.active, p), g, 0.0)
+            buf.mul_(_view(keep, p)).add_(g)  # torch: buf.mul_(momentum).add_(grad)
+            if any_nesterov:  # torch: grad.add(buf, alpha=momentum)
+                nest = g.add(buf * _view(self.momentum, p))
+                d = nest if all_nesterov else torch.where(_mask(self.nesterov, p), nest, buf)
+            else:
+                d = buf
+            p.sub_(d * _view(lr, p))  # torch: param.add_(d, alpha=-lr)
