@@ -14,12 +14,36 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import ClassVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 
 class ConfigError(ValueError):
     """A config value out of range, reported as one line naming the flag and what is allowed."""
+
+
+class RunConfig(BaseModel):
+    """Base of every task's run config: flat, frozen, hashed (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    member_fields: ClassVar[tuple[str, ...]] = ()  # fields that may differ within an ensemble
+
+    def flat(self) -> dict:
+        return self.model_dump(mode="json")
+
+    @property
+    def run_id(self) -> str:
+        """Stable id: hash of the canonical config JSON (which includes the seed)."""
+        return stable_hash(self.flat())
+
+    def shape_key(self) -> str:
+        """Hash of the fields members of one ensemble must share."""
+        return stable_hash({k: v for k, v in self.flat().items() if k not in self.member_fields})
+
+    def label(self) -> str:
+        """Short name of the ensemble's shape, for progress bars."""
+        return self.flat().get("task", "run")
 
 
 def stable_hash(obj: dict, n: int = 12) -> str:

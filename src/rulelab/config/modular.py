@@ -16,9 +16,9 @@ from __future__ import annotations
 import functools
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from rulelab.config.base import stable_hash
+from rulelab.config.base import RunConfig
 
 # Fields that may differ between members of one ensemble.
 MODULAR_MEMBER_FIELDS = (
@@ -41,11 +41,11 @@ def is_prime(n: int) -> bool:
     return n >= 2 and all(n % d for d in range(2, int(n**0.5) + 1))
 
 
-class ModularRunConfig(BaseModel):
+class ModularRunConfig(RunConfig):
     """One study-M run: ``c = a ∘ b mod P`` with noisy train labels, learned by
     ``f(a, b) = W φ(U e_a + V e_b) + μ`` under full-batch training (SPEC M.1–M.3)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    member_fields = MODULAR_MEMBER_FIELDS
 
     task: Literal["modular"] = "modular"
     # --- task (M.1) ---
@@ -113,19 +113,6 @@ class ModularRunConfig(BaseModel):
     def n_pairs(self) -> int:
         k = self.p - 1 if self.drop_zero else self.p
         return k * k
-
-    def shape_key(self) -> str:
-        """Hash of the fields members of one ensemble must share."""
-        shared = {k: v for k, v in self.flat().items() if k not in MODULAR_MEMBER_FIELDS}
-        return stable_hash(shared)
-
-    def flat(self) -> dict:
-        return self.model_dump(mode="json")
-
-    @property
-    def run_id(self) -> str:
-        """Stable id: hash of the canonical config JSON (which includes the seed)."""
-        return stable_hash(self.flat())
 
     def label(self) -> str:
         """Short name of the ensemble's shape, for progress bars."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from rulelab.config.base import stable_hash
+from rulelab.config.base import RunConfig
 
 # Fields that may differ between members of one ensemble.
 MPSP_MEMBER_FIELDS = (
@@ -22,10 +22,10 @@ MPSP_MEMBER_FIELDS = (
 )
 
 
-class MPSPRunConfig(BaseModel):
+class MPSPRunConfig(RunConfig):
     """One study-S run: MPSP task (SPEC S.1) × transformer (S.2) × AdamW training (S.3)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    member_fields = MPSP_MEMBER_FIELDS
 
     task: Literal["mpsp"] = "mpsp"
     # --- task (S.1) ---
@@ -86,19 +86,6 @@ class MPSPRunConfig(BaseModel):
         if self.batch_size in (0, self.n_train):
             return 1
         return -(-self.n_train // self.batch_size)
-
-    def shape_key(self) -> str:
-        """Hash of the fields members of one ensemble must share."""
-        shared = {k: v for k, v in self.flat().items() if k not in MPSP_MEMBER_FIELDS}
-        return stable_hash(shared)
-
-    def flat(self) -> dict:
-        return self.model_dump(mode="json")
-
-    @property
-    def run_id(self) -> str:
-        """Stable id: hash of the canonical config JSON (which includes the seed)."""
-        return stable_hash(self.flat())
 
     def label(self) -> str:
         """Short name of the ensemble's shape, for progress bars."""
