@@ -255,9 +255,33 @@ data_app.command("modular")(data_modular)
 train_app.command("modular")(train_modular)
 
 
+@reproduce_app.command("coexistence")
+def reproduce_m(scale: str = typer.Option("quick", "--scale", help="tiny, quick or paper"),
+                out: Path | None = typer.Option(None, "--out", help="default "
+                                                "reports/coexistence-<scale>.html"),
+                lab: Path | None = LabOpt, device: str = typer.Option("cpu", "--device"),
+                quiet: bool = typer.Option(False, "--quiet")) -> None:
+    """Study M: FF, swap, partition, learning order and double descent beside the paper."""
+    from rulelab.reproduce_m import coexistence
+
+    coexistence(scale=scale, out=out, lab=lab, device=_check_device(device), quiet=quiet,
+                train=_train, console=console)
+
+
+from rulelab.cli_analyze_m import train_digits  # noqa: E402
+
+train_app.command("digits")(train_digits)
+
+
 from rulelab.cli_analyze import analyze_app  # noqa: E402  (commands register on import)
 
 app.add_typer(analyze_app, name="analyze")
+
+
+from rulelab.cli_sweep import status_cmd, sweep_cmd  # noqa: E402
+
+app.command("sweep")(sweep_cmd)
+app.command("status")(status_cmd)
 
 
 def main() -> None:

@@ -124,3 +124,8 @@ def analyze_fingerprints(lab: Path | None = LabOpt, epochs: str = EpochsOpt) -> 
     summary = (frame.groupby(["layers", "ratio", "epoch", "layer", "head"])
                [["qk_rho", "first_mass", "ov_parity_rho"]].mean().reset_index())
     print_frame("fingerprints per head (mean over seeds)", summary)
+
+
+from rulelab.cli_analyze_m import register  # noqa: E402  (study M: ff, swap, neurons, order, dd)
+
+register(analyze_app)

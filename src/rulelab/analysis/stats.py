@@ -44,6 +44,8 @@ NOT_CONFIG = frozenset(
         "generalized",
         "first_epoch_100",
         "max_adv_acc",
+        "max_test_acc",
+        "failed_reason",
         "final_adv_acc",
         "final_val_acc",
         "final_train_loss",

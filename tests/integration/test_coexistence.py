@@ -1,0 +1,85 @@
+"""``rulelab reproduce coexistence --scale tiny`` end to end, then ``rulelab analyze
+ff|swap|neurons|order|dd`` on its lab (SPEC M.4). Everything runs in-process through the real
+entry point :func:`rulelab.cli.main` (a fresh process per command would pay the torch import)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+
+import pytest
+
+from rulelab.cli import main
+
+CLAIMS = ("noisy labels are fit first", "FF: G near-perfect", "FF: R keeps",
+          "activation swap", "partition helps far less", "over-parameterized")
+
+
+def _main(argv, capsys, monkeypatch) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["rulelab", *map(str, argv)])
+    capsys.readouterr()
+    try:
+        main()
+        rc = 0
+    except SystemExit as e:
+        rc = e.code or 0
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture(scope="module")
+def reproduced(tmp_path_factory):
+    """The tiny reproduction, run once for the module: (folder, rc, stdout, stderr)."""
+    work = tmp_path_factory.mktemp("coexistence")
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "argv", ["rulelab", "reproduce", "coexistence", "--scale", "tiny",
+                                 "--lab", str(work / "lab"), "--out", str(work / "r.html"),
+                                 "--quiet"])
+        mp.delenv("RULELAB_HOME", raising=False)
+        mp.chdir(work)
+        rc = 0
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main()
+            except SystemExit as e:
+                rc = e.code or 0
+    return work, rc, out.getvalue(), err.getvalue()
+
+
+def test_reproduce_writes_report_and_prints_findings(reproduced):
+    work, rc, out, err = reproduced
+    assert rc == 0, err
+    for claim in CLAIMS:
+        assert claim in out, claim
+    assert "verdict" in out and "wall time" in out and "tiny preset" in out
+    page = (work / "r.html").read_text()
+    assert page.count("data:image/png;base64,") == 5  # DD, order, FF, swap, pruning
+    for heading in ("Findings beside the paper", "Double descent", "Learning order",
+                    "Frequency filtering", "Activation swap", "Neuron partition"):
+        assert heading in page
+    for name in ("ff", "swap", "neurons", "dd", "order"):
+        assert (work / "lab" / "analyses" / name).is_dir(), name
+
+
+@pytest.mark.parametrize("command, title", [
+    ("ff", "FF: test accuracy"), ("swap", "swap: test accuracy"),
+    ("neurons", "partition"), ("order", "learning order"), ("dd", "double descent"),
+])
+def test_analyze_commands_on_the_lab(reproduced, command, title, capsys, monkeypatch):
+    work = reproduced[0]
+    rc, out, err = _main(["analyze", command, "--lab", work / "lab"], capsys, monkeypatch)
+    assert rc == 0, err
+    assert title in out
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["reproduce", "coexistence", "--scale", "huge"], "--scale"),
+    (["analyze", "neurons", "--k-frac", "2"], "--k-frac"),
+])
+def test_bad_input_is_one_line(reproduced, argv, flag, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = _main([*argv, "--lab", reproduced[0] / "lab"], capsys, monkeypatch)
+    assert rc == 2 and err.startswith(f"error: {flag}") and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "reports").exists()
