@@ -34,6 +34,10 @@ def trainer_class(task: str) -> type[EnsembleTrainerBase]:
         from rulelab.train.modular import ModularTrainer
 
         return ModularTrainer
+    if task == "digits":
+        from rulelab.train.digits import DigitsTrainer
+
+        return DigitsTrainer
     raise ValueError(f"no trainer for task {task!r}")
 
 
@@ -105,32 +109,55 @@ def run_configs(
 
 
 def _train_chunk(chunk, states, lab: Lab, options: RunOptions, progress: Progress) -> None:
-    trainer = trainer_class(chunk[0].task)(chunk, options.train)
+    ids = [c.run_id for c in chunk]
+    summaries = train_chunk(chunk, states, lab, options, progress,
+                            on_start=lambda: lab.mark_running(ids, options.train.device))
+    for c, summary in zip(chunk, summaries, strict=True):
+        if summary["failed_reason"]:
+            lab.mark_failed(c.run_id, summary["failed_reason"], summary)
+        else:
+            lab.mark_done(c.run_id, summary)
+
+
+def train_chunk(chunk, states, files, options: RunOptions, progress: Progress | None = None, *,
+                on_start: Callable[[], None] | None = None,
+                trainer_cls: type[EnsembleTrainerBase] | None = None) -> list[dict]:
+    """Train one ensemble of shape-compatible runs to its last epoch; returns each member's
+    summary (``failed_reason`` set for a member that failed).
+
+    Writes only run files through ``files`` (checkpoints, metrics, snapshots, tracked tables:
+    a :class:`Lab` or any object with its file methods), never the registry, so it can run in
+    a worker process (:mod:`rulelab.sweep`). ``states`` holds each run's checkpoint (or None);
+    ``on_start`` runs once the trainer is built, before the first epoch.
+    """
+    progress = progress or Progress()
+    trainer = (trainer_cls or trainer_class(chunk[0].task))(chunk, options.train)
     for e, c in enumerate(chunk):
         if states.get(c.run_id) is not None:
             trainer.load_member_state(e, states[c.run_id])
     ids = [c.run_id for c in chunk]
-    lab.mark_running(ids, options.train.device)
+    if on_start:
+        on_start()
     progress.start(f"{chunk[0].label()} × {len(chunk)}", trainer.total_epochs, trainer.epoch,
                    len(chunk))
     last_save = time.monotonic()
     snapshot_at = log_spaced_epochs(trainer.total_epochs, options.snapshots)
     tracker = Tracker(options.track, track_epochs(trainer.total_epochs, options.track_every))
     if any(states.get(c.run_id) is not None for c in chunk):
-        tracker.resume(lab, ids, trainer.epoch)
+        tracker.resume(files, ids, trainer.epoch)
 
     def snapshot() -> None:
         for e, c in enumerate(chunk):
             if trainer.summaries[e].failed_reason is None:
                 params = {n: p[e].detach().cpu().clone()
                           for n, p in trainer.model.named_parameters()}
-                lab.save_snapshot(c.run_id, trainer.epoch, params)
+                files.save_snapshot(c.run_id, trainer.epoch, params)
 
     def checkpoint() -> None:
         for e, c in enumerate(chunk):
-            lab.save_checkpoint(c.run_id, trainer.member_state(e))
-            lab.write_metrics(c.run_id, metrics_frame(c.run_id, trainer.rows[e]))
-        tracker.flush(lab, ids)
+            files.save_checkpoint(c.run_id, trainer.member_state(e))
+            files.write_metrics(c.run_id, metrics_frame(c.run_id, trainer.rows[e]))
+        tracker.flush(files, ids)
 
     def on_epoch(tr: EnsembleTrainerBase, evaluated: bool) -> None:
         nonlocal last_save
@@ -148,10 +175,5 @@ def _train_chunk(chunk, states, lab: Lab, options: RunOptions, progress: Progres
 
     trainer.fit(on_epoch=on_epoch)
     checkpoint()  # the final state: analyses load final weights from here
-    for e, c in enumerate(chunk):
-        summary = trainer.summaries[e].as_dict()
-        if summary["failed_reason"]:
-            lab.mark_failed(c.run_id, summary["failed_reason"], summary)
-        else:
-            lab.mark_done(c.run_id, summary)
     progress.finish()
+    return [s.as_dict() for s in trainer.summaries]
