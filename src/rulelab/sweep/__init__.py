@@ -1,0 +1,19 @@
+"""Sweeps: YAML recipes → a plan of ensemble chunks → an executor (local or Ray) → the lab.
+
+- :mod:`~rulelab.sweep.recipe`: load and validate ``experiments/*.yaml`` (``file:line`` errors).
+- :mod:`~rulelab.sweep.planner`: pack runs into chunks that fit memory, seeds interleaved.
+- :mod:`~rulelab.sweep.estimate`: memory and FLOP estimates from shapes.
+- :mod:`~rulelab.sweep.chunk`: the chunk spec and the one function every executor runs.
+- :mod:`~rulelab.sweep.executors`: ``LocalExecutor`` (default) and ``RayExecutor``.
+- :mod:`~rulelab.sweep.driver`: the registry's one writer; resume; the lab lock.
+"""
+
+from rulelab.sweep.chunk import ChunkSpec, RunOutcome, run_chunk
+from rulelab.sweep.driver import Settings, SweepResult, make_plan, run_sweep
+from rulelab.sweep.executors import LocalExecutor, RayExecutor
+from rulelab.sweep.recipe import Recipe, RecipeError, load_recipe
+
+__all__ = [
+    "ChunkSpec", "LocalExecutor", "RayExecutor", "Recipe", "RecipeError", "RunOutcome",
+    "Settings", "SweepResult", "load_recipe", "make_plan", "run_chunk", "run_sweep",
+]

@@ -1,0 +1,189 @@
+"""The sweep driver: recipe → registry → plan → executor → registry (DESIGN §3–4).
+
+The driver is the registry's one writer: it registers every run of the recipe, plans the runs
+not yet finished, hands chunk specs to an executor and records what comes back (``running``
+when a chunk starts, then ``done`` or ``failed`` with its reason; a chunk lost with its worker
+goes back to ``pending``). A lock file (``<lab>/sweep.lock``, released by the OS if the driver
+dies) keeps two drivers off one lab and tells ``rulelab status`` whether a sweep is active.
+
+Re-running a sweep continues it: finished runs are skipped, the others resume from their last
+per-run checkpoint, regrouped by epoch. A run's numbers do not depend on its chunk, so a sweep
+killed at any point and re-run ends with the metrics of an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rulelab.store import Lab, StoreError
+from rulelab.store.registry import Registry
+from rulelab.sweep.chunk import ChunkSpec, LabFiles, RunOutcome, checkpoint_epoch
+from rulelab.sweep.estimate import memory_budget
+from rulelab.sweep.planner import Plan, cell_key, plan_chunks
+from rulelab.sweep.recipe import Recipe
+
+FINISHED = ("done", "failed")
+LOCK_FILE = "sweep.lock"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Execution settings: the recipe's ``execution`` block, overridden by flags."""
+
+    device: str = "cpu"
+    precision: str = "fp32"
+    max_members: int = 64
+    checkpoint_every: int = 500
+    checkpoint_seconds: float = 300.0
+    micro_batch: int = 512
+    eval_chunk: int = 2048
+    snapshots: int = 0
+    track: tuple[str, ...] = ()
+    track_every: str = "log"
+    memory_gib: float | None = None
+    threads: int | None = None  # torch threads per chunk (Ray workers); None: as is
+
+    @classmethod
+    def from_recipe(cls, recipe: Recipe, **overrides) -> Settings:
+        values = recipe.execution.model_dump()
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        values["track"] = tuple(values["track"])
+        return cls(**values)
+
+    @property
+    def device_label(self) -> str:
+        return self.device if self.precision == "fp32" else f"{self.device} ({self.precision})"
+
+
+@dataclass
+class SweepResult:
+    plan: Plan
+    done: int = 0
+    failed: int = 0
+    lost: list[str] = field(default_factory=list)  # reasons, one per lost chunk
+
+
+def make_plan(recipe: Recipe, lab: Lab | None, settings: Settings) -> Plan:
+    """The plan for the runs of ``recipe`` not finished in ``lab`` (None: a new lab)."""
+    configs = recipe.configs()
+    statuses = lab.statuses([c.run_id for c in configs]) if lab else {}
+    todo = [c for c in configs if statuses.get(c.run_id) not in FINISHED]
+    files = LabFiles(lab.root) if lab else None
+    start = {c.run_id: checkpoint_epoch(files, c.run_id) for c in todo} if files else {}
+    budget, note = memory_budget(settings.device, settings.memory_gib)
+    chunks, caps = plan_chunks(todo, start, max_members=settings.max_members,
+                               budget_bytes=budget, micro_batch=settings.micro_batch,
+                               eval_chunk=settings.eval_chunk)
+    counts = list(statuses.values())
+    return Plan(recipe.experiment, recipe.task, len(configs), len({cell_key(c) for c in configs}),
+                counts.count("done"), counts.count("failed"), chunks, budget, note,
+                settings.max_members, caps)
+
+
+def chunk_specs(plan: Plan, lab: Lab, settings: Settings) -> list[ChunkSpec]:
+    return [ChunkSpec(
+        index=c.index, configs=tuple(cfg.flat() for cfg in c.configs), lab=str(lab.root),
+        device=settings.device, precision=settings.precision, micro_batch=settings.micro_batch,
+        eval_chunk=settings.eval_chunk, checkpoint_every=settings.checkpoint_every,
+        checkpoint_seconds=settings.checkpoint_seconds, snapshots=settings.snapshots,
+        track=settings.track, track_every=settings.track_every, threads=settings.threads,
+        label=f"{c.label} × {len(c.configs)}",
+    ) for c in plan.chunks]
+
+
+def run_sweep(recipe: Recipe, lab: Lab, settings: Settings, executor, progress=None
+              ) -> SweepResult:
+    """Train every unfinished run of ``recipe`` into ``lab`` with ``executor``."""
+    from rulelab.sweep.progress import SweepProgress
+
+    progress = progress or SweepProgress()
+    with sweep_lock(lab, recipe.experiment):
+        configs = recipe.configs()
+        lab.register([(c.run_id, c.flat()) for c in configs], recipe.experiment)
+        plan = make_plan(recipe, lab, settings)
+        result = SweepResult(plan)
+        events = _Events(lab, settings, progress, result)
+        progress.begin(plan)
+        try:
+            executor.run(chunk_specs(plan, lab, settings), events)
+        finally:
+            progress.end()
+    return result
+
+
+class _Events:
+    """The driver's side of the executor interface: every registry write happens here."""
+
+    def __init__(self, lab: Lab, settings: Settings, progress, result: SweepResult) -> None:
+        self.lab, self.settings, self.progress, self.result = lab, settings, progress, result
+
+    def started(self, spec: ChunkSpec) -> None:
+        self.lab.mark_running(spec.run_ids, self.settings.device_label)
+        self.progress.chunk_started(spec)
+
+    def chunk_progress(self, spec: ChunkSpec):
+        return self.progress.epoch_callbacks(spec)
+
+    def finished(self, spec: ChunkSpec, outcomes: list[RunOutcome]) -> None:
+        for o in outcomes:
+            if o.status == "done":
+                self.lab.mark_done(o.run_id, o.summary)
+                self.result.done += 1
+            else:
+                self.lab.mark_failed(o.run_id, o.error or "failed", o.summary or None)
+                self.result.failed += 1
+        self.progress.chunk_finished(spec, outcomes)
+
+    def lost(self, spec: ChunkSpec, reason: str) -> None:
+        """The chunk's process died more often than retried: back to pending, say why."""
+        Registry(self.lab.registry_path).update(spec.run_ids, status="pending",
+                                                error=f"chunk lost: {reason}")
+        self.result.lost.append(reason)
+        self.progress.chunk_finished(spec, [])
+
+
+# --- the lab lock ---------------------------------------------------------------------------
+@contextlib.contextmanager
+def sweep_lock(lab: Lab, experiment: str):
+    """Hold ``<lab>/sweep.lock`` exclusively for the sweep; the OS drops it if we die."""
+    path = lab.root / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = active_sweep(lab.root, _probe=False) or {}
+            raise StoreError(f"another sweep (pid {holder.get('pid', '?')}, experiment "
+                             f"{holder.get('experiment', '?')}) is running on lab {lab.root}; "
+                             "wait for it or pass another --lab") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "experiment": experiment}).encode())
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def active_sweep(root: str | Path, *, _probe: bool = True) -> dict | None:
+    """``{pid, experiment}`` of the sweep holding the lab's lock, or None if none does."""
+    path = Path(root) / LOCK_FILE
+    if not path.is_file():
+        return None
+    try:
+        info = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        info = {}
+    if not _probe:
+        return info
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return info or {"pid": "?", "experiment": "?"}
+    finally:
+        os.close(fd)
+    return None

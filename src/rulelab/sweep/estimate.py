@@ -1,0 +1,202 @@
+"""Estimates of a run's memory and compute, from its shapes alone (no tensors are built).
+
+Memory per member (bytes) = parameters, gradients and Adam state (4 × params × 4 B)
+  + the larger of the training working set (activations of one micro-batch kept for backward)
+    and the evaluation working set (one evaluation chunk, no graph)
+  + the member's data (stacked tensors and the cached numpy copy)
+  + the metric rows the trainer keeps in memory until the end (≈ 100 B a row).
+The activation terms are counted per token and fitted on this machine's CPU to within ~15%
+(measured peak RSS of a 1L·1H and a 2L·2H ensemble; ``ACTIVATION_SLACK`` covers the rest).
+
+Compute = 3 × forward matmul FLOPs (2 per multiply-add; gathers, LayerNorm, elementwise ops
+not counted) per training example, + forward FLOPs of every evaluation. The transformer's last
+layer runs attention and MLP for the CLS row only (as :class:`EnsembleTransformer` does).
+Time = FLOPs over an *assumed* sustained throughput + passes × a fixed cost per pass (Python
+and kernel launches, which dominate small models: study M's narrow MLPs, tiny test configs).
+All of these are estimates and are printed so.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+# Assumed sustained throughputs (FLOP/s). CPU: measured ~60 GFLOP/s for the 2L d=64 ensemble on
+# this 2-core machine (bench/train_throughput.py). GPU: an assumption (≈ 5% of an H100/H200
+# bf16 dense peak, d_model 64 matmuls are small) until bench/gpu_sweep.sh measures it.
+CPU_FLOPS = 60e9
+GPU_FLOPS = {"fp32": 20e12, "bf16": 50e12}
+# Fixed cost of one forward(+backward) pass of an ensemble, whatever its size: ~3 ms on this CPU
+# (tiny models in the test suite), an assumed ~0.5 ms of kernel launches on a GPU.
+CPU_PASS_S, GPU_PASS_S = 3e-3, 0.5e-3
+ACTIVATION_SLACK = 1.15
+ROW_BYTES = 100
+GiB = 2**30
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """Shape-derived costs of one run (one ensemble member)."""
+
+    member_bytes: int  # peak working set of one member inside an ensemble
+    flops_per_epoch: float  # training, all steps of one epoch
+    flops_per_eval: float  # one evaluation of every split
+    passes_per_epoch: int  # forward/backward passes an ensemble makes per epoch (micro-batches)
+    passes_per_eval: int  # forward passes of one evaluation (evaluation chunks)
+    eval_epochs: tuple[int, ...] | None = None  # explicit schedule (study M); None: every k
+
+    def n_evals(self, cfg, from_epoch: int = 0) -> int:
+        if self.eval_epochs is not None:
+            return sum(1 for e in self.eval_epochs if e > from_epoch)
+        epochs = max(cfg.epochs - from_epoch, 0)
+        return epochs // cfg.eval_every + (from_epoch == 0)
+
+    def flops(self, cfg, from_epoch: int = 0) -> float:
+        """FLOPs left for ``cfg`` when resuming at ``from_epoch``."""
+        epochs = max(cfg.epochs - from_epoch, 0)
+        return epochs * self.flops_per_epoch + self.n_evals(cfg, from_epoch) * self.flops_per_eval
+
+    def passes(self, cfg, from_epoch: int = 0) -> int:
+        """Passes left for the ensemble ``cfg`` sits in, whatever its size: small models are
+        bound by the fixed cost of a pass (Python, kernel launches), not by FLOPs."""
+        epochs = max(cfg.epochs - from_epoch, 0)
+        return epochs * self.passes_per_epoch + self.n_evals(cfg, from_epoch) * \
+            self.passes_per_eval
+
+
+def run_cost(cfg, micro_batch: int = 512, eval_chunk: int = 2048) -> RunCost:
+    if cfg.task == "mpsp":
+        return _mpsp_cost(cfg, micro_batch, eval_chunk)
+    if cfg.task == "modular":
+        return _modular_cost(cfg, micro_batch, eval_chunk)
+    if cfg.task == "digits":
+        return _digits_cost(cfg, micro_batch, eval_chunk)
+    # A task without a cost model: plan it with a generous memory guess and no time.
+    return RunCost(256 * 2**20, 0.0, 0.0, 1, 1)
+
+
+def _mpsp_cost(c, micro_batch: int, eval_chunk: int) -> RunCost:
+    T, d, f, h, L = c.seq_len + 1, c.d_model, c.d_mlp, c.heads, c.layers
+    qkv, rest = 3 * d * d, d * d + 2 * d * f + 2 * T * d  # MACs per token (attn: QKᵀ, AV)
+    macs = (L - 1) * T * (qkv + rest) + T * qkv + rest + d * c.label_mod  # last layer: CLS row
+    fwd = 2 * macs
+    params = (c.vocab + 1 + T) * d + L * (4 * d * d + 2 * d * f + 6 * d + f) + d * c.label_mod
+    # per token and layer: LN in/out, q, k, v, z, attn out, resid (≈ 10 d), MLP pre/post (2 f),
+    # scores and pattern (2 h T); evaluation keeps no graph but holds a layer's temporaries.
+    train_act = L * micro_batch * T * (10 * d + 2 * f + 2 * h * T) * 4
+    eval_act = eval_chunk * T * (2 * d * (1 + L) + f + 2 * h * T * L) * 4
+    n_examples = c.n_train + 2 * c.n_eval
+    data = n_examples * (c.seq_len * 8 + 9) * 2
+    rows = (c.epochs // c.eval_every + 2) * 10 * ROW_BYTES
+    member = 16 * params + ACTIVATION_SLACK * max(train_act, eval_act) + data + rows
+    passes = c.steps_per_epoch * math.ceil(min(c.batch_size or c.n_train, c.n_train) / micro_batch)
+    evals = math.ceil(c.n_train / eval_chunk) + 2 * math.ceil(c.n_eval / eval_chunk)
+    return RunCost(int(member), 3 * fwd * c.n_train, fwd * n_examples, passes, evals)
+
+
+def _modular_cost(c, micro_batch: int, eval_chunk: int) -> RunCost:
+    from rulelab.config.modular import eval_steps
+
+    M, P = c.width, c.p
+    n = c.n_pairs
+    fwd = 2 * M * P  # h @ Wᵀ; the U, V "matmuls" are gathers
+    params = (2 if not c.tied else 1) * M * P + P * M + P
+    train_act = micro_batch * (4 * M + 3 * P) * 4
+    eval_act = eval_chunk * (2 * M + 3 * P) * 4
+    data = n * (2 * 8 + 2 * 8 + 1) * 2
+    schedule = tuple(eval_steps(c))
+    rows = len(schedule) * 10 * ROW_BYTES
+    member = 16 * params + ACTIVATION_SLACK * max(train_act, eval_act) + data + rows
+    n_train = round(n * c.train_frac)
+    passes = math.ceil(n_train / micro_batch)
+    evals = math.ceil(n_train / eval_chunk) + math.ceil((n - n_train) / eval_chunk)
+    return RunCost(int(member), 3 * fwd * n_train, fwd * n, passes, evals, schedule)
+
+
+def _digits_cost(c, micro_batch: int, eval_chunk: int) -> RunCost:
+    """The 3-layer MLP of SPEC M.4.7 on 8×8 digits (sklearn) or 28×28 MNIST."""
+    d_in = 64 if c.source == "sklearn" else 784
+    n = c.n_train or (1797 if c.source == "sklearn" else 60000)
+    n_train = n if c.n_train else round(n * (1 - getattr(c, "test_frac", 0.2)))
+    h = c.hidden
+    params = d_in * h + h * h + h * 10 + 2 * h + 10
+    fwd = 2 * (d_in * h + h * h + h * 10)
+    act = micro_batch * (4 * h + d_in + 10) * 4
+    member = 16 * params + ACTIVATION_SLACK * act + n * (d_in * 4 + 16) * 2
+    passes = math.ceil(n_train / micro_batch)
+    return RunCost(int(member), 3 * fwd * n_train, fwd * n, passes,
+                   math.ceil(n / eval_chunk) + 1)
+
+
+# --- budgets ----------------------------------------------------------------------------------
+def memory_budget(device: str, gib: float | None = None) -> tuple[int, str]:
+    """Bytes one chunk may use on ``device``, and how that was decided (for the plan)."""
+    if gib is not None:
+        return int(gib * GiB), f"{gib:g} GiB (--memory-gib)"
+    if device.startswith("cuda"):
+        try:
+            import torch
+
+            free, total = torch.cuda.mem_get_info(torch.device(device))
+            return int(0.8 * free), f"80% of free GPU memory ({free / GiB:.1f} of " \
+                                    f"{total / GiB:.1f} GiB)"
+        except Exception:  # no GPU here (e.g. planning a GPU sweep on a laptop)
+            return 80 * GiB, "80 GiB (assumed GPU; none visible here)"
+    avail = _mem_available()
+    return int(0.5 * avail), f"50% of available RAM ({avail / GiB:.1f} GiB)"
+
+
+def _mem_available() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 8 * GiB
+
+
+@dataclass(frozen=True)
+class Speed:
+    """An assumed device speed: sustained FLOP/s plus a fixed cost per pass."""
+
+    flops: float
+    pass_s: float
+    note: str
+
+    def seconds(self, flops: float, passes: int) -> float:
+        return flops / self.flops + passes * self.pass_s
+
+
+def speed(device: str, precision: str = "fp32") -> Speed:
+    if device.startswith("cuda"):
+        return Speed(GPU_FLOPS[precision], GPU_PASS_S,
+                     f"GPU at {GPU_FLOPS[precision] / 1e12:.0f} TFLOP/s {precision} + "
+                     f"{GPU_PASS_S * 1e3:g} ms a pass, assumed")
+    return Speed(CPU_FLOPS, CPU_PASS_S, f"this CPU at {CPU_FLOPS / 1e9:.0f} GFLOP/s + "
+                 f"{CPU_PASS_S * 1e3:g} ms a pass")
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def human_seconds(s: float) -> str:
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    if s < 2 * 86400:
+        return f"{s / 3600:.1f} h"
+    if s < 730 * 86400:
+        return f"{s / 86400:.0f} days"
+    return f"{s / 86400 / 365:.1f} years"

@@ -1,0 +1,132 @@
+"""Executors: run chunk specs and report back to the driver (DESIGN §4).
+
+Both share one interface, ``run(specs, events)``, and run the same function,
+:func:`rulelab.sweep.chunk.run_chunk`, on the same :class:`ChunkSpec`. ``events`` is the
+driver's: ``started(spec)``, ``finished(spec, outcomes)``, ``lost(spec, reason)`` and
+``chunk_progress(spec)`` (per-epoch callbacks, in-process only). Only the driver writes the
+registry; chunks write their runs' files (checkpoints, metrics) into the lab directory.
+
+- :class:`LocalExecutor` (default): chunks one after another in this process. A killed sweep
+  is resumed by running it again.
+- :class:`RayExecutor` (``pip install 'rulelab[ray]'``): each chunk is a Ray task with its CPU
+  and GPU resources, at most as many in flight as the cluster can hold. A task whose worker
+  dies is retried by Ray (``max_retries``) and resumes from its runs' last checkpoints. The
+  workers must see the lab directory at the same path (one machine: nothing to do; a cluster:
+  a shared filesystem for the lab's files; the registry is opened by the driver alone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rulelab.store import StoreError
+from rulelab.sweep.chunk import ChunkSpec, RunOutcome, run_chunk, run_chunk_plain
+
+
+class LocalExecutor:
+    name = "local"
+
+    def run(self, specs: Sequence[ChunkSpec], events) -> None:
+        for spec in specs:
+            events.started(spec)
+            events.finished(spec, run_chunk(spec, events.chunk_progress(spec)))
+
+
+class RayUnavailable(RuntimeError):
+    """Ray is not installed or cannot start (the message says which and what to do)."""
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise RayUnavailable("Ray is not installed; install it with "
+                             "pip install 'rulelab[ray]'") from None
+    return ray
+
+
+class RayExecutor:
+    """Chunks as Ray tasks. ``address`` None starts a local runtime (``num_cpus`` CPUs, default
+    all); ``"auto"`` or ``ray://…`` joins a running cluster. A runtime already initialised in
+    this process (e.g. by a test) is used as is and left running."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, *, cpus_per_chunk: float = 1,
+                 gpus_per_chunk: float = 0, max_retries: int = 3,
+                 num_cpus: int | None = None) -> None:
+        self.address, self.num_cpus = address, num_cpus
+        self.cpus_per_chunk, self.gpus_per_chunk = cpus_per_chunk, gpus_per_chunk
+        self.max_retries = max_retries
+        self._started_here = False
+
+    def capacity(self, ray) -> int:
+        """Chunks the cluster can run at once (more would only queue inside Ray)."""
+        resources = ray.cluster_resources()
+        slots = resources.get("CPU", 1) // max(self.cpus_per_chunk, 1e-9)
+        if self.gpus_per_chunk:
+            slots = min(slots, resources.get("GPU", 0) // self.gpus_per_chunk)
+        return max(int(slots), 1)
+
+    def start(self) -> None:
+        """Start or join the Ray runtime (before anything is written: a bad --address fails
+        first). Idempotent; :meth:`run` calls it too."""
+        ray = import_ray()
+        if ray.is_initialized():
+            return
+        try:
+            ray.init(address=self.address, num_cpus=None if self.address else self.num_cpus,
+                     include_dashboard=False, log_to_driver=False, configure_logging=False)
+        except Exception as err:  # no cluster at --address, …
+            raise RayUnavailable(f"cannot start or join Ray (address {self.address or 'local'}"
+                                 f"): {str(err).splitlines()[0]}") from None
+        self._started_here = True
+
+    def close(self) -> None:
+        """Shut down a runtime this executor started; one it found running is left alone."""
+        if self._started_here:
+            import_ray().shutdown()
+            self._started_here = False
+
+    def run(self, specs: Sequence[ChunkSpec], events) -> None:
+        ray = import_ray()
+        owner = not ray.is_initialized()  # started for this run: shut down after it
+        self.start()
+        try:
+            self._run(ray, list(specs), events)
+        finally:
+            if owner:
+                self.close()
+
+    def _run(self, ray, queue: list[ChunkSpec], events) -> None:
+        task = ray.remote(num_cpus=self.cpus_per_chunk, num_gpus=self.gpus_per_chunk,
+                          max_retries=self.max_retries, retry_exceptions=False)(run_chunk_plain)
+        task = task.options(name="rulelab-chunk")
+        capacity, running = self.capacity(ray), {}
+        while queue or running:
+            while queue and len(running) < capacity:
+                spec = queue.pop(0)
+                events.started(spec)
+                running[task.remote(spec)] = spec
+            ready, _ = ray.wait(list(running), num_returns=1)
+            for ref in ready:
+                spec = running.pop(ref)
+                try:
+                    outcomes = [RunOutcome(**d) for d in ray.get(ref)]
+                except ray.exceptions.RayError as err:
+                    if isinstance(getattr(err, "cause", None), StoreError | OSError):
+                        raise err.cause from None  # the lab is in trouble: stop, as locally
+                    events.lost(spec, _reason(err))
+                    continue
+                events.finished(spec, outcomes)
+
+
+def _reason(err: BaseException) -> str:
+    cause = getattr(err, "cause", None)
+    if cause is not None:
+        err = cause
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+
+
+EXECUTORS = ("local", "ray")

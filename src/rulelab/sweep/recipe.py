@@ -1,0 +1,287 @@
+"""Experiment recipes: YAML files that read like commented recipes (DESIGN §2, ``experiments/``).
+
+A recipe is a base config, grid axes and seeds::
+
+    experiment: shortcut-saturation-quick   # the name runs are registered under
+    task: mpsp                              # mpsp (study S) or modular (study M)
+    base: {seq_len: 6, vocab: 16, epochs: 400}    # fixed config keys, named like the flags
+    grid:                                   # every combination of these values …
+      layers: [1, 2]
+      ratio: [0.5, 0.9]
+    seeds: {count: 8, start: 0}             # … × these model seeds (or 8, or [0, 3, 7])
+    execution: {max_members: 64, checkpoint_every: 500}
+
+``grid`` may also be a list of such maps: the union of their products (e.g. one sub-grid per
+label modulus, each with the ratios around its own chance level). Keys are checked against the
+task's config class; every run is built and validated on load, so a bad recipe fails before
+anything is written, with one line ``file:line: key: message``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rulelab.config import CONFIGS
+from rulelab.sweep.yaml_lines import Lines, RecipeError, suggest
+
+TOP_KEYS = ("experiment", "task", "description", "base", "grid", "seeds", "execution")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+
+
+class Execution(BaseModel):
+    """How a recipe runs by default; the ``rulelab sweep`` flags override these."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_members: int = Field(64, ge=1, le=1_000_000, description="most runs per ensemble chunk")
+    checkpoint_every: int = Field(500, ge=1, le=10_000_000, description="epochs")
+    checkpoint_seconds: float = Field(300.0, gt=0.0, description="also checkpoint this often")
+    micro_batch: int = Field(512, ge=1, le=1_000_000, description="examples per member per step")
+    eval_chunk: int = Field(2048, ge=1, le=1_000_000)
+    snapshots: int = Field(0, ge=0, le=10_000, description="keep weights at ~N log epochs")
+    track: tuple[str, ...] = Field((), description="analyses during training")
+    track_every: str = "log"
+    precision: Literal["fp32", "bf16"] = Field("fp32", description="bf16: autocast forward")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A validated recipe; :meth:`configs` lists its runs (cells × seeds, cell-major)."""
+
+    path: Path
+    experiment: str
+    task: str
+    description: str
+    base: dict
+    grids: tuple[dict, ...]
+    seeds: tuple[int, ...]
+    execution: Execution
+
+    @property
+    def config_class(self) -> type[BaseModel]:
+        return CONFIGS[self.task]
+
+    def cells(self) -> list[dict]:
+        """Grid points (without the seed), in file order; duplicates across sub-grids dropped."""
+        out, seen = [], set()
+        for grid in self.grids:
+            names = list(grid)
+            for values in itertools.product(*(grid[n] for n in names)):
+                cell = dict(zip(names, values, strict=True))
+                key = repr(sorted(cell.items()))
+                if key not in seen:
+                    seen.add(key)
+                    out.append(cell)
+        return out
+
+    def configs(self) -> list:
+        """Every run, cell-major; runs that coincide (same config) appear once."""
+        runs: dict[str, object] = {}
+        for cell in self.cells():
+            for seed in self.seeds:
+                cfg = self.config_class(**{**self.base, **cell, "seed": seed})
+                runs.setdefault(cfg.run_id, cfg)
+        return list(runs.values())
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    """Read and validate ``path``; raises :class:`RecipeError` (one line) on any problem."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise RecipeError(f"{path}: cannot read the recipe: {e.strerror or e}") from None
+    return parse_recipe(text, path)
+
+
+def parse_recipe(text: str, path: Path) -> Recipe:
+    loader = yaml.SafeLoader(text)
+    lines = Lines(path, loader)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+        if node is not None:
+            lines.index(node)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise RecipeError(f"{where}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}:1: a recipe is a mapping with keys {', '.join(TOP_KEYS)}")
+    for key in data:
+        if key not in TOP_KEYS:
+            raise lines.error((key,), f"unknown key{suggest(key, TOP_KEYS)}; "
+                              f"allowed: {', '.join(TOP_KEYS)}")
+    for key in ("experiment", "task"):
+        if key not in data:
+            raise RecipeError(f"{path}:1: {key}: missing (required)")
+    experiment, task = data["experiment"], data["task"]
+    if not isinstance(experiment, str) or not NAME.fullmatch(experiment):
+        raise lines.error(("experiment",), f"{experiment!r} is not allowed; use letters, "
+                          "digits, '-', '_' or '.'")
+    if task not in CONFIGS:
+        raise lines.error(("task",), f"{task!r} is not allowed; use one of "
+                          f"{', '.join(sorted(CONFIGS))}")
+    cls = CONFIGS[task]
+    fields = [f for f in cls.model_fields if f not in ("task", "seed")]
+    base = _mapping(data, "base", lines)
+    _check_keys(base, ("base",), fields, lines)
+    grids = _grids(data, fields, lines)
+    for g, grid in enumerate(grids):
+        for key in grid:
+            if key in base:
+                path_ = ("grid", key) if isinstance(data["grid"], dict) else ("grid", g, key)
+                raise lines.error(path_, "also set in base; set a key in base or in grid, "
+                                  "not both")
+    seeds = _seeds(data.get("seeds", 1), lines)
+    execution = _execution(data, lines)
+    description = data.get("description") or ""
+    recipe = Recipe(path, experiment, task, str(description), base, grids, seeds, execution)
+    _validate_runs(recipe, data, lines)
+    return recipe
+
+
+# --- parts ------------------------------------------------------------------------------------
+def _mapping(data: dict, key: str, lines: Lines) -> dict:
+    value = data.get(key) or {}
+    if not isinstance(value, dict):
+        raise lines.error((key,), "must be a mapping of config keys to values")
+    return dict(value)
+
+
+def _check_keys(mapping: dict, where: tuple, allowed, lines: Lines) -> None:
+    for key in mapping:
+        if key == "seed":
+            raise lines.error((*where, key), "set model seeds with the top-level seeds key")
+        if key not in allowed:
+            raise lines.error((*where, key), f"unknown config key{suggest(key, allowed)}")
+
+
+def _grids(data: dict, fields, lines: Lines) -> tuple[dict, ...]:
+    raw = data.get("grid") or {}
+    listed = isinstance(raw, list)
+    if not listed and not isinstance(raw, dict):
+        raise lines.error(("grid",), "must be a mapping of keys to lists of values, or a list "
+                          "of such mappings")
+    grids = []
+    for g, grid in enumerate(raw if listed else [raw]):
+        where = ("grid", g) if listed else ("grid",)
+        if not isinstance(grid, dict):
+            raise lines.error(where, "each sub-grid must be a mapping of keys to lists")
+        _check_keys(grid, where, fields, lines)
+        for key, values in grid.items():
+            if not isinstance(values, list) or not values:
+                raise lines.error((*where, key), "must be a non-empty list of values, e.g. "
+                                  "[0.5, 0.9]; put a single value under base")
+        grids.append(dict(grid))
+    return tuple(grids) or ({},)
+
+
+def _seeds(raw, lines: Lines) -> tuple[int, ...]:
+    def is_int(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if is_int(raw):
+        if raw < 1:
+            raise lines.error(("seeds",), f"{raw} is not allowed; give a count ≥ 1")
+        return tuple(range(raw))
+    if isinstance(raw, dict):
+        extra = set(raw) - {"count", "start"}
+        if extra:
+            raise lines.error(("seeds", sorted(extra)[0]), "unknown key; use count and start")
+        count, start = raw.get("count"), raw.get("start", 0)
+        if not is_int(count) or count < 1:
+            raise lines.error(("seeds", "count"), f"{count!r} is not allowed; give a count ≥ 1")
+        if not is_int(start) or start < 0:
+            raise lines.error(("seeds", "start"), f"{start!r} is not allowed; it must be ≥ 0")
+        return tuple(range(start, start + count))
+    if isinstance(raw, list) and raw:
+        for i, s in enumerate(raw):
+            if not is_int(s) or s < 0:
+                raise lines.error(("seeds", i), f"{s!r} is not allowed; seeds are integers ≥ 0")
+        if len(set(raw)) != len(raw):
+            raise lines.error(("seeds",), "lists a seed twice")
+        return tuple(raw)
+    raise lines.error(("seeds",), "give a count (30), {count: 30, start: 0} or a list [0, 1, 2]")
+
+
+def _execution(data: dict, lines: Lines) -> Execution:
+    raw = _mapping(data, "execution", lines)
+    if isinstance(raw.get("track"), str):
+        raw["track"] = [t.strip() for t in raw["track"].split(",") if t.strip()]
+    try:
+        execution = Execution(**raw)
+    except ValidationError as err:
+        e = err.errors()[0]
+        key = str(e["loc"][0]) if e.get("loc") else ""
+        if e.get("type") == "extra_forbidden":
+            raise lines.error(("execution", key), f"unknown key"
+                              f"{suggest(key, Execution.model_fields)}") from None
+        raise lines.error(("execution", key), _value_message(e)) from None
+    from rulelab.train.tracking import TRACKERS
+
+    bad = [t for t in execution.track if t not in TRACKERS]
+    if bad:
+        raise lines.error(("execution", "track"), f"{bad[0]!r} is not allowed; use "
+                          f"{', '.join(sorted(TRACKERS))}")
+    every = execution.track_every
+    if every != "log" and not (every.isdigit() and int(every) > 0):
+        raise lines.error(("execution", "track_every"), f"{every!r} is not allowed; use log or "
+                          "a positive integer")
+    return execution
+
+
+def _validate_runs(recipe: Recipe, data: dict, lines: Lines) -> None:
+    """Build every cell (first seed) so a bad value points at its line before any work."""
+    listed = isinstance(data.get("grid"), list)
+    for g, grid in enumerate(recipe.grids):
+        names = list(grid)
+        for values in itertools.product(*(grid[n] for n in names)):
+            cell = dict(zip(names, values, strict=True))
+            try:
+                recipe.config_class(**{**recipe.base, **cell, "seed": recipe.seeds[0]})
+            except ValidationError as err:
+                e = err.errors()[0]
+                key = str(e["loc"][0]) if e.get("loc") else _flag_in(e.get("msg", ""))
+                if key in cell:
+                    where = ("grid", g, key) if listed else ("grid", key)
+                    where = (*where, _index(grid[key], cell[key]))
+                elif key in recipe.base:
+                    where = ("base", key)
+                else:
+                    where = ("grid", g) if listed and names else ("grid" if names else "base",)
+                message = _value_message(e).removeprefix(f"{key}: ")
+                raise lines.error(where, message, key=key) from None
+    for seed in recipe.seeds:
+        if seed >= 2**31:
+            raise lines.error(("seeds",), f"{seed} is not allowed; seeds must be < 2**31")
+
+
+def _index(values: list, value) -> int:
+    for i, v in enumerate(values):
+        if v == value and type(v) is type(value):
+            return i
+    return values.index(value)
+
+
+def _flag_in(message: str) -> str:
+    """The field a cross-field validator names first (``--heads: … is not allowed``)."""
+    m = re.search(r"--([a-z0-9-]+)", message)
+    return m.group(1).replace("-", "_") if m else ""
+
+
+def _value_message(e: dict) -> str:
+    msg = str(e.get("msg", "invalid value")).removeprefix("Value error, ")
+    msg = re.sub(r"--([a-z0-9-]+)", lambda m: m.group(1).replace("-", "_"), msg)
+    if e.get("type") != "value_error" and "input" in e and not isinstance(e["input"], dict):
+        msg = f"{e['input']!r} is not allowed; {msg[:1].lower()}{msg[1:]}"
+    return msg

@@ -1,0 +1,149 @@
+"""YAML recipes: the shipped presets, and one clear ``file:line: key: message`` per mistake."""
+
+from pathlib import Path
+
+import pytest
+
+from rulelab.config import MPSPRunConfig
+from rulelab.grid import expand_grid
+from rulelab.sweep.recipe import RecipeError, load_recipe, parse_recipe
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+
+GOOD = """\
+experiment: tiny
+task: mpsp
+base:
+  layers: 1
+  d_model: 16
+grid:
+  ratio: [0.5, 0.9]
+  weight_decay: [0.1, 0.2]
+seeds: 3
+"""
+
+
+def parse(text: str):
+    return parse_recipe(text, Path("r.yaml"))
+
+
+def test_a_recipe_expands_cells_times_seeds_cell_major():
+    recipe = parse(GOOD)
+    configs = recipe.configs()
+    assert len(configs) == 2 * 2 * 3 and recipe.seeds == (0, 1, 2)
+    assert [c.seed for c in configs[:3]] == [0, 1, 2]
+    assert {(c.ratio, c.weight_decay) for c in configs} == {(0.5, 0.1), (0.5, 0.2), (0.9, 0.1),
+                                                            (0.9, 0.2)}
+    assert all(c.layers == 1 and c.d_model == 16 for c in configs)
+    assert recipe.execution.max_members == 64  # defaults
+
+
+@pytest.mark.parametrize("seeds, expected", [
+    ("4", (0, 1, 2, 3)), ("{count: 2, start: 5}", (5, 6)), ("[3, 1, 8]", (3, 1, 8)),
+])
+def test_seed_forms(seeds, expected):
+    assert parse(GOOD.replace("seeds: 3", f"seeds: {seeds}")).seeds == expected
+
+
+def test_a_list_of_sub_grids_is_their_union_without_duplicates():
+    text = GOOD.split("grid:")[0] + """grid:
+  - {ratio: [0.5, 0.9], weight_decay: [0.1]}
+  - {ratio: [0.9], weight_decay: [0.1, 0.3]}
+seeds: 1
+"""
+    configs = parse(text).configs()
+    assert sorted((c.ratio, c.weight_decay) for c in configs) == [(0.5, 0.1), (0.9, 0.1),
+                                                                   (0.9, 0.3)]
+
+
+@pytest.mark.parametrize("edit, expected", [
+    # (old → new text, expected "line: key: message" fragment)
+    (("seeds: 3", "sedes: 3"), "r.yaml:9: sedes: unknown key 'sedes' (did you mean 'seeds'?)"),
+    (("  d_model: 16", "  d_modle: 16"), "r.yaml:5: base.d_modle: unknown config key "
+                                         "'d_modle' (did you mean 'd_model'?)"),
+    (("  ratio: [0.5, 0.9]", "  ratio: [0.5,\n    1.5]"), "r.yaml:8: grid.ratio[1]: 1.5 is not "
+                                                         "allowed; input should be less than"),
+    (("  layers: 1", "  layers: 0"), "r.yaml:4: base.layers: 0 is not allowed; input should be "
+                                     "greater than or equal to 1"),
+    (("  d_model: 16", "  d_model: 16\n  heads: 3"), "r.yaml:6: base.heads: 3 is not "
+                                                     "allowed; d_model (16) must be divisible"),
+    (("  layers: 1", "  ratio: 0.5"), "r.yaml:7: grid.ratio: also set in base"),
+    (("  layers: 1", "  seed: 4"), "r.yaml:4: base.seed: set model seeds with the top-level"),
+    (("  weight_decay: [0.1, 0.2]", "  weight_decay: 0.1"), "r.yaml:8: grid.weight_decay: "
+                                                            "must be a non-empty list"),
+    (("seeds: 3", "seeds: 0"), "r.yaml:9: seeds: 0 is not allowed; give a count ≥ 1"),
+    (("seeds: 3", "seeds: [1, -2]"), "r.yaml:9: seeds[1]: -2 is not allowed"),
+    (("task: mpsp", "task: mnist"), "r.yaml:2: task: 'mnist' is not allowed; use one of"),
+    (("experiment: tiny", "experiment: a b"), "r.yaml:1: experiment: 'a b' is not allowed"),
+    (("experiment: tiny\n", ""), "r.yaml:1: experiment: missing (required)"),
+    (("seeds: 3", "seeds: 3\nexecution: {max_membres: 8}"),
+     "r.yaml:10: execution.max_membres: unknown key 'max_membres' (did you mean 'max_members'?)"),
+    (("seeds: 3", "seeds: 3\nexecution:\n  max_members: 0"),
+     "r.yaml:11: execution.max_members: 0 is not allowed; input should be greater than or"),
+    (("seeds: 3", "seeds: 3\nexecution: {track: [gradients, nope]}"),
+     "r.yaml:10: execution.track: 'nope' is not allowed; use ablation, fingerprints, gradients"),
+    (("  d_model: 16", "  d_model: 16\n  d_model: 32"), "r.yaml:6: base.d_model: duplicate key"),
+    (("grid:", "grid: ["), "r.yaml:"),  # YAML syntax: a line, then "not valid YAML"
+])
+def test_mistakes_name_file_line_and_key(edit, expected):
+    old, new = edit
+    assert old in GOOD
+    with pytest.raises(RecipeError) as err:
+        parse(GOOD.replace(old, new, 1))
+    message = str(err.value)
+    assert message.startswith(expected) and "\n" not in message, message
+
+
+def test_an_unreadable_file_is_one_line(tmp_path):
+    with pytest.raises(RecipeError, match=r"missing\.yaml: cannot read the recipe"):
+        load_recipe(tmp_path / "missing.yaml")
+
+
+def test_a_bad_value_in_a_sub_grid_points_at_its_item():
+    text = GOOD.split("grid:")[0] + "grid:\n  - {ratio: [0.5]}\n  - {ratio: [0.9, 2.0]}\n"
+    with pytest.raises(RecipeError, match=r"^r\.yaml:8: grid\[1\]\.ratio\[1\]: 2\.0 is not"):
+        parse(text)
+
+
+# --- the shipped presets ------------------------------------------------------------------------
+@pytest.mark.parametrize("name, n_runs", [
+    ("shortcut_saturation/quick", 32), ("shortcut_saturation/paper", 2400),
+    ("shortcut_saturation/variants", 1080), ("memorization/quick", 36),
+    ("memorization/paper", 891),
+])
+def test_presets_load(name, n_runs):
+    recipe = load_recipe(EXPERIMENTS / f"{name}.yaml")
+    assert len(recipe.configs()) == n_runs
+    assert recipe.experiment == name.replace("_", "-").replace("/", "-")
+
+
+def test_paper_preset_has_the_papers_values():
+    configs = load_recipe(EXPERIMENTS / "shortcut_saturation/paper.yaml").configs()
+    assert {(c.n_train, c.epochs, c.d_model, c.d_mlp) for c in configs} == {(16384, 15000, 64,
+                                                                              128)}
+    assert {c.layers for c in configs} == {c.heads for c in configs} == {1, 2}
+    ratios = {c.ratio for c in configs}
+    assert min(ratios) < 0.5 < max(ratios) and 0.5 in ratios  # below, at, above chance
+    assert {c.weight_decay for c in configs} == {0.1, 0.2, 0.3, 0.4}
+    per_cell = len(configs) // len({(c.layers, c.heads, c.ratio, c.weight_decay)
+                                    for c in configs})
+    assert per_cell == 30
+    m = load_recipe(EXPERIMENTS / "memorization/paper.yaml").configs()
+    assert {c.width for c in m} == {2**j + 1 for j in range(4, 13)}
+    assert max(c.noise for c in m) == 0.8 and {c.p for c in m} == {113}
+    assert {c.optimizer for c in m} == {"adamw", "adam", "sgd", "muon"}
+    assert {"relu", "quadratic", "gelu"} <= {c.activation for c in m}
+
+
+def test_study_s_recipes_are_the_reproduce_presets():
+    """quick.yaml is `rulelab reproduce shortcut-saturation --scale quick` (same run ids);
+    the reproduce paper grid is a slice of paper.yaml, so one lab serves both."""
+    from rulelab.reproduce import SHORTCUT_SATURATION
+
+    for scale, relation in (("quick", "equal"), ("paper", "subset")):
+        preset = SHORTCUT_SATURATION[scale]
+        ids = {c.run_id for c in expand_grid(MPSPRunConfig, preset.axes, preset.fixed,
+                                             preset.seeds)}
+        recipe = load_recipe(EXPERIMENTS / f"shortcut_saturation/{scale}.yaml")
+        recipe_ids = {c.run_id for c in recipe.configs()}
+        assert ids == recipe_ids if relation == "equal" else ids < recipe_ids
