@@ -4,7 +4,7 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup setup-test quick test lint bench
+.PHONY: setup setup-test quick quick-m test lint bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -19,6 +19,10 @@ setup-test: $(BIN)/python
 quick: setup
 	$(BIN)/rulelab reproduce shortcut-saturation --scale quick --out reports/shortcut-saturation-quick.html
 
+# Study M's quick reproduction (modular arithmetic with label noise).
+quick-m: setup
+	$(BIN)/rulelab reproduce coexistence --scale quick --out reports/coexistence-quick.html
+
 test: setup-test
 	$(BIN)/python -m pytest
 
@@ -27,3 +31,4 @@ lint: setup-test
 
 bench: setup
 	$(BIN)/python bench/train_throughput.py
+	$(BIN)/python bench/tracking_overhead.py
