@@ -5,14 +5,16 @@ token, seq_len 10, vocab 64), full batch of 16,384 examples, N epochs (= N AdamW
 (a) naive: a plain nn.Module (nn.Linear/nn.LayerNorm, F.scaled_dot_product_attention) and
     torch.optim.AdamW per seed, seeds one after another, full-batch forward/backward. It starts
     from rulelab's member-e weights on the same data (tr.data.train_x[e]), so final losses must
-    match rulelab's ("max |a - b|" checks that both paths do the same work).
+    match rulelab's: column "dloss" (max over seeds |loss - naive loss|) checks the same work.
 (b) rulelab: one EnsembleTrainer over all S seeds, train_epoch() N times.
 
 Protocol (one process): fp32 matmul peak (2048³, best of 5) at start and end. Each measurement
 builds its models and runs one warm-up epoch (untimed), waits up to --idle-wait s for an idle
 machine, then times N epochs (data, construction, evaluation excluded). a and b interleave
 (a, b, a, b); b/a uses the best rep of each. "other" = cores used by other processes meanwhile
-(/proc/stat minus our CPU time); rows with other > 0.1 are slowed by contention. Extra rows:
+(/proc/stat minus our CPU time); rows with other > 0.1 are slowed by contention, badly so at 2
+threads. "ex/cpu-s" = seed-examples per CPU-second of this process: at --threads 1 it stays near
+the idle rate under contention (at 2 threads it also counts OpenMP spin-waits). Extra rows:
 micro_batch, one seed per ensemble, bf16 autocast; then glibc mallopt, which is process-wide and
 irreversible, so it comes last and a and b are measured again after it.
 
@@ -83,15 +85,13 @@ class NaiveModel(nn.Module):
     @torch.no_grad()
     def load_member(self, ens: nn.Module, e: int) -> NaiveModel:
         """Copy member ``e`` of rulelab's EnsembleTransformer (TransformerLens layout)."""
-        self.embed.weight.copy_(ens.W_E[e])
-        self.pos.copy_(ens.W_pos[e])
+        self.embed.weight.copy_(ens.W_E[e]), self.pos.copy_(ens.W_pos[e])
         for mine, b in zip(self.blocks, ens.blocks, strict=True):
             a, m = b.attn, b.mlp
             W = torch.stack([a.W_Q[e], a.W_K[e], a.W_V[e]])  # [3, H, d, dh]
             mine.qkv.weight.copy_(W.permute(0, 1, 3, 2).reshape(-1, W.shape[2]))
             mine.qkv.bias.copy_(torch.stack([a.b_Q[e], a.b_K[e], a.b_V[e]]).flatten())
-            mine.out.weight.copy_(a.W_O[e].flatten(0, 1).T)
-            mine.out.bias.copy_(a.b_O[e])
+            mine.out.weight.copy_(a.W_O[e].flatten(0, 1).T), mine.out.bias.copy_(a.b_O[e])
             mine.fc1.weight.copy_(m.W_in[e].T), mine.fc1.bias.copy_(m.b_in[e])
             mine.fc2.weight.copy_(m.W_out[e].T), mine.fc2.bias.copy_(m.b_out[e])
             for ln, theirs in ((mine.ln1, b.ln1), (mine.ln2, b.ln2)):
@@ -109,10 +109,10 @@ def busy_seconds() -> float:
 
 
 class Meter:
-    """Sums wall seconds of timed blocks and the CPU-seconds other processes used meanwhile."""
+    """Sums the wall seconds, our CPU-seconds and other processes' CPU-seconds of timed blocks."""
 
     idle_wait = 0.0  # set from --idle-wait
-    wall = other_cpu = 0.0  # per-instance sums (+= makes instance attributes)
+    wall = cpu = other_cpu = 0.0  # per-instance sums (+= makes instance attributes)
 
     def __enter__(self) -> Meter:
         end = time.monotonic() + self.idle_wait  # wait for a 0.5 s window below 0.2 cores
@@ -121,13 +121,14 @@ class Meter:
             time.sleep(0.5)
             if busy_seconds() - b0 < 0.1:
                 break
-        self.t, self.cpu, self.busy = time.perf_counter(), time.process_time(), busy_seconds()
+        self.t0, self.cpu0, self.busy0 = time.perf_counter(), time.process_time(), busy_seconds()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.wall += time.perf_counter() - self.t
-        mine = time.process_time() - self.cpu
-        self.other_cpu += max(0.0, busy_seconds() - self.busy - mine)
+        self.wall += time.perf_counter() - self.t0
+        mine = time.process_time() - self.cpu0
+        self.cpu += mine
+        self.other_cpu += max(0.0, busy_seconds() - self.busy0 - mine)
 
 
 def run_naive(cfgs, epochs: int) -> tuple[Meter, list[float]]:
@@ -187,7 +188,7 @@ def set_mallopt() -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--epochs", type=int, default=3, help="timed epochs per measurement")
+    p.add_argument("--epochs", type=int, default=2, help="timed epochs per measurement")
     p.add_argument("--seeds", type=int, default=4)
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--quick", action="store_true", help="smoke run: 1,024 examples, 1 epoch")
@@ -206,7 +207,8 @@ def main() -> None:
     print(f"{args.seeds} seeds × {epochs} epochs × {n_train} examples; FLOP/example (3×): "
           f"model {model_f / 1e6:.3f} M, rulelab exec {exec_b / 1e6:.3f} M")
     print(f"fp32 matmul peak (2048³, best of 5): {(peak0 := matmul_peak()):.0f} GFLOP/s")
-    rows: list[tuple] = []  # name, seed-ex/s, exec FLOP/ex, other load, max |loss - naive loss|
+    a_rates, b_rates = [], []
+    rows: list[tuple] = []  # name, seed-ex/s, exec FLOP/ex, other, ex/cpu-s, max |dloss|
     ref: list[float] = []  # final train loss per seed of the first naive run
 
     def record(name: str, result: tuple[Meter, list[float]], exec_f: float) -> float:
@@ -214,11 +216,10 @@ def main() -> None:
         ref[:] = ref or loss
         dloss = max(abs(x - y) for x, y in zip(ref, loss, strict=True))
         rate, other = work / m.wall, m.other_cpu / m.wall
-        rows.append((name, rate, exec_f, other, dloss))
+        rows.append((name, rate, exec_f, other, work / m.cpu, dloss))
         print(f"  {name:<30} {rate:9,.0f} seed-ex/s  other load {other:.2f} cores", flush=True)
         return rate
 
-    a_rates, b_rates = [], []
     for rep in (1, 2):
         a_rates.append(record(f"(a) naive, rep {rep}", run_naive(cfgs, epochs), model_f))
         b_rates.append(record(f"(b) rulelab mb512, rep {rep}", run_rulelab(cfgs, epochs), exec_b))
@@ -234,15 +235,14 @@ def main() -> None:
     print(f"fp32 matmul peak at end: {peak1:.0f} GFLOP/s; % peak uses the best, {peak:.0f}")
     print(f"final train loss after {epochs + 1} steps (naive, seed 0): {ref[0]:.6f}; "
           "dloss = max over seeds |loss - naive loss|")
-    a, b = max(a_rates), max(b_rates)
+    a = max(a_rates)
     print(f"\n{'row':<30} {'seed-ex/s':>10} {'x naive':>8} {'model GF/s':>10} "
-          f"{'exec GF/s':>9} {'% peak':>6} {'other':>5} {'dloss':>7}")
-    for name, rate, exec_f, other, dloss in rows:
+          f"{'exec GF/s':>9} {'% peak':>6} {'other':>5} {'ex/cpu-s':>8} {'dloss':>7}")
+    for name, rate, exec_f, other, per_cpu, dloss in rows:
         print(f"{name:<30} {rate:10,.0f} {rate / a:8.2f} {rate * model_f / 1e9:10.1f} "
               f"{rate * exec_f / 1e9:9.1f} {100 * rate * exec_f / 1e9 / peak:5.1f}% {other:5.2f}"
-              f" {dloss:7.1e}")
-    print(f"\nb/a = {b / a:.2f} (best rep of each, default malloc; target ≥ 2); "
-          f"load avg at end {os.getloadavg()}")
+              f" {per_cpu:8,.0f} {dloss:7.1e}")
+    print(f"\nb/a = {max(b_rates) / a:.2f} (best reps; target ≥ 2); load avg {os.getloadavg()}")
 
 
 if __name__ == "__main__":
