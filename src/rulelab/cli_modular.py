@@ -8,7 +8,6 @@ lab is opened or any file written.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
@@ -18,11 +17,7 @@ from rulelab.grid import expand_grid
 
 
 def _cli():
-    """The running :mod:`rulelab.cli` (``__main__`` under ``python -m rulelab.cli``, so that its
-    ``UserError`` is the class ``main()`` catches), imported lazily to avoid an import cycle."""
-    running = sys.modules.get("__main__")
-    if getattr(getattr(running, "__spec__", None), "name", None) == "rulelab.cli":
-        return running
+    """:mod:`rulelab.cli`, imported lazily: it imports this module."""
     import rulelab.cli
 
     return rulelab.cli

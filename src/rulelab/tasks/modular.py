@@ -27,8 +27,6 @@ Noise modes:
 from __future__ import annotations
 
 import functools
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,13 +183,7 @@ def write_parquet(data: ModularData, path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = Path(path)
+    from rulelab.store.atomic import atomic_write
+
     table = pa.Table.from_pandas(to_frame(data), preserve_index=False)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(Path(path), lambda f: pq.write_table(table, f))

@@ -9,8 +9,6 @@ by vectorized rejection sampling of uniform sequences, without duplicate sequenc
 from __future__ import annotations
 
 import functools
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,13 +232,7 @@ def write_parquet(splits: dict[str, MPSPSplit], path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = Path(path)
+    from rulelab.store.atomic import atomic_write
+
     table = pa.Table.from_pandas(to_frame(splits), preserve_index=False)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(Path(path), lambda f: pq.write_table(table, f))
