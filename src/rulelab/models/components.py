@@ -75,13 +75,13 @@ class Attention(nn.Module):
         Tq = q.shape[2]
         # [E, B, T, H, dh] → [E·B, H, T, dh]
         q4, k4, v4 = (t.transpose(2, 3).reshape(E * B, H, -1, dh) for t in (q, k, v))
-        if self.hook_attn_scores.has_hooks or self.hook_pattern.has_hooks:
-            scores = (q4 @ k4.transpose(-1, -2)) / math.sqrt(dh)  # [E·B, H, Tq, T]
-            scores = self.hook_attn_scores(scores.view(E, B, H, Tq, T))
-            pattern = self.hook_pattern(scores.softmax(-1))
-            z = pattern.view(E * B, H, Tq, T) @ v4
-        else:
-            z = F.scaled_dot_product_attention(q4, k4, v4)  # [E·B, H, Tq, dh]
+        # Plain matmul + softmax: at these tiny lengths (T ≈ 11) it beats the CPU SDPA kernel
+        # (measured +8–25% per step at 2 threads, bench/train_throughput.py), and the hooked
+        # and unhooked paths compute the same thing.
+        scores = (q4 @ k4.transpose(-1, -2)) / math.sqrt(dh)  # [E·B, H, Tq, T]
+        scores = self.hook_attn_scores(scores.view(E, B, H, Tq, T))
+        pattern = self.hook_pattern(scores.softmax(-1))
+        z = pattern.view(E * B, H, Tq, T) @ v4  # [E·B, H, Tq, dh]
         z = self.hook_z(z.view(E, B, H, Tq, dh).transpose(2, 3))  # [E, B, Tq, H, dh]
         out = torch.baddbmm(
             self.b_O.unsqueeze(1), z.reshape(E, B * Tq, H * dh), self.W_O.reshape(E, H * dh, d)
