@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
+from rulelab.optim.state import MemberStateMixin
+
 
 def _per_member(values: Sequence[float] | float, n: int, name: str) -> torch.Tensor:
     t = torch.as_tensor(values, dtype=torch.float64).flatten()
@@ -22,7 +24,7 @@ def _per_member(values: Sequence[float] | float, n: int, name: str) -> torch.Ten
     return t.clone()
 
 
-class BatchedAdamW:
+class BatchedAdamW(MemberStateMixin):
     """AdamW where every hyperparameter is an ``[E]`` vector (one value per member).
 
     ``decoupled = False`` (see :class:`rulelab.optim.adam.BatchedAdam`) turns the decoupled decay
@@ -30,6 +32,7 @@ class BatchedAdamW:
     its parameters *and* its moments stay exactly as they were.
     """
 
+    buffer_names = ("exp_avg", "exp_avg_sq")  # checkpointed per member (MemberStateMixin)
     decoupled: bool = True  # AdamW: decay the weights; False: Adam, add wd * p to the gradient
 
     def __init__(
@@ -111,38 +114,3 @@ class BatchedAdamW:
     def deactivate(self, members: torch.Tensor) -> None:
         """Freeze the members where ``members`` ([E] bool) is true."""
         self.active &= ~members.cpu()
-
-    # --- checkpointing ----------------------------------------------------------------------
-    def state_dict(self) -> dict:
-        return {
-            "step_count": self.step_count,
-            "active": self.active.clone(),
-            "exp_avg": [m.detach().cpu().clone() for m in self.exp_avg],
-            "exp_avg_sq": [v.detach().cpu().clone() for v in self.exp_avg_sq],
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        self.step_count = int(state["step_count"])
-        self.active = state["active"].clone()
-        for dst, src in zip(self.exp_avg + self.exp_avg_sq, state["exp_avg"] + state["exp_avg_sq"],
-                            strict=True):
-            dst.copy_(src)
-
-    def member_state(self, e: int) -> dict:
-        """The state of member ``e`` alone (for per-run checkpoints)."""
-        return {
-            "step_count": self.step_count,
-            "active": bool(self.active[e]),
-            "exp_avg": [m[e].detach().cpu().clone() for m in self.exp_avg],
-            "exp_avg_sq": [v[e].detach().cpu().clone() for v in self.exp_avg_sq],
-        }
-
-    def load_member_state(self, e: int, state: dict) -> None:
-        if int(state["step_count"]) != self.step_count and self.step_count != 0:
-            raise ValueError("members of one ensemble must resume from the same step")
-        self.step_count = int(state["step_count"])
-        self.active[e] = bool(state["active"])
-        with torch.no_grad():
-            for dst, src in zip(self.exp_avg + self.exp_avg_sq,
-                                state["exp_avg"] + state["exp_avg_sq"], strict=True):
-                dst[e].copy_(src)

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 import torch
 
 from rulelab.optim.adamw import _per_member
+from rulelab.optim.state import MemberStateMixin
 
 __all__ = ["BatchedSGD"]
 
@@ -31,8 +32,10 @@ def _mask(t: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return t.to(p.device).view((-1,) + (1,) * (p.dim() - 1))
 
 
-class _BatchedMomentum:
+class _BatchedMomentum(MemberStateMixin):
     """Shared state machinery: ``[E]`` hyperparameters and one momentum buffer per parameter."""
+
+    buffer_names = ("momentum_buffer",)
 
     def __init__(
         self,
@@ -78,38 +81,6 @@ class _BatchedMomentum:
         if bool(self.active.all()):
             return p.grad
         return torch.where(_mask(self.active, p), p.grad, 0.0)
-
-    # --- checkpointing ----------------------------------------------------------------------
-    def state_dict(self) -> dict:
-        return {
-            "step_count": self.step_count,
-            "active": self.active.clone(),
-            "momentum_buffer": [b.detach().cpu().clone() for b in self.momentum_buffer],
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        self.step_count = int(state["step_count"])
-        self.active = state["active"].clone()
-        with torch.no_grad():
-            for dst, src in zip(self.momentum_buffer, state["momentum_buffer"], strict=True):
-                dst.copy_(src)
-
-    def member_state(self, e: int) -> dict:
-        """The state of member ``e`` alone (for per-run checkpoints)."""
-        return {
-            "step_count": self.step_count,
-            "active": bool(self.active[e]),
-            "momentum_buffer": [b[e].detach().cpu().clone() for b in self.momentum_buffer],
-        }
-
-    def load_member_state(self, e: int, state: dict) -> None:
-        if int(state["step_count"]) != self.step_count and self.step_count != 0:
-            raise ValueError("members of one ensemble must resume from the same step")
-        self.step_count = int(state["step_count"])
-        self.active[e] = bool(state["active"])
-        with torch.no_grad():
-            for dst, src in zip(self.momentum_buffer, state["momentum_buffer"], strict=True):
-                dst[e].copy_(src)
 
 
 class BatchedSGD(_BatchedMomentum):
