@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from equivalence import assert_member_equals_alone
 from rulelab.config import ModularRunConfig
 from rulelab.config.modular import eval_steps
 from rulelab.train.base import TrainOptions
@@ -17,19 +18,6 @@ OPTS = TrainOptions(micro_batch=24)  # 61 train pairs: three micro-batches per s
 
 def _cfg(**kw):
     return ModularRunConfig(**{**TINY, **kw})
-
-
-def _params(trainer, e):
-    return {n: p[e].detach().clone() for n, p in trainer.model.named_parameters()}
-
-
-def _assert_member_equals_alone(ens, e, alone):
-    ours, theirs = _params(ens, e), _params(alone, 0)
-    for n in ours:
-        torch.testing.assert_close(ours[n], theirs[n], rtol=1e-6, atol=1e-7, msg=n)
-    assert [r[:3] for r in ens.rows[e]] == [r[:3] for r in alone.rows[0]]
-    for a, b in zip(ens.rows[e], alone.rows[0], strict=True):
-        assert a[3] == pytest.approx(b[3], rel=1e-6, abs=1e-7, nan_ok=True)
 
 
 # Muon runs Newton–Schulz in float64 by default (ns_dtype): torch's CPU bf16 ``baddbmm`` can
@@ -45,7 +33,7 @@ def test_member_equals_the_same_config_trained_alone(optimizer):
     for e in range(3):
         alone = ModularTrainer([members[e]], OPTS)
         alone.fit()
-        _assert_member_equals_alone(ens, e, alone)
+        assert_member_equals_alone(ens, e, alone)
     assert not torch.equal(ens.model.U[0], ens.model.U[1])
     # α = 0 has no noisy examples: its noisy metrics are NaN, not a fake number
     noisy = [v for (_, s, _, v) in ens.rows[0] if s in ("train_noisy", "train_noisy_true")]
@@ -96,7 +84,7 @@ def test_a_diverging_member_fails_alone():
     assert ens.summaries[1].failed_reason is None
     alone = ModularTrainer([good], OPTS)
     alone.fit()
-    _assert_member_equals_alone(ens, 1, alone)
+    assert_member_equals_alone(ens, 1, alone)
 
 
 def test_summary_learning_order_and_round_trip():

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from equivalence import assert_member_equals_alone
 from rulelab.config import MPSPRunConfig
 from rulelab.train.ensemble import EnsembleTrainer, TrainOptions
 from rulelab.train.summary import MemberSummary
@@ -18,20 +19,6 @@ def _cfg(**kw):
     return MPSPRunConfig(**{**TINY, **kw})
 
 
-def _params(trainer, e):
-    return {n: p[e].detach().clone() for n, p in trainer.model.named_parameters()}
-
-
-def _assert_member_equals_alone(ens, e, alone):
-    ours, theirs = _params(ens, e), _params(alone, 0)
-    for n in ours:
-        torch.testing.assert_close(ours[n], theirs[n], rtol=1e-6, atol=1e-7, msg=n)
-    assert len(ens.rows[e]) == len(alone.rows[0])
-    for a, b in zip(ens.rows[e], alone.rows[0], strict=True):
-        assert a[:3] == b[:3]
-        assert a[3] == pytest.approx(b[3], rel=1e-6, abs=1e-7, nan_ok=True)
-
-
 def test_member_equals_the_same_config_trained_alone():
     members = [_cfg(ratio=r, weight_decay=w, seed=s, epochs=60, lr=3e-3)
                for r, w, s in [(0.5, 0.1, 0), (0.9, 0.3, 1), (1 / 3, 0.2, 2), (1.0, 0.0, 3)]]
@@ -40,7 +27,7 @@ def test_member_equals_the_same_config_trained_alone():
     for e in (1, 2, 3):
         alone = EnsembleTrainer([members[e]], OPTS)
         alone.fit()
-        _assert_member_equals_alone(ens, e, alone)
+        assert_member_equals_alone(ens, e, alone)
     # training moved the weights and members differ from one another
     assert not torch.equal(ens.model.W_E[1], ens.model.W_E[2])
     assert ens.rows[0][-1][0] == 60
@@ -55,7 +42,7 @@ def test_minibatch_member_equals_alone_and_shuffles_per_member():
     ens.fit()
     alone = EnsembleTrainer([members[1]], OPTS)
     alone.fit()
-    _assert_member_equals_alone(ens, 1, alone)
+    assert_member_equals_alone(ens, 1, alone)
     assert ens.opt.step_count == 6 * 4  # 256 / 64 steps per epoch
 
 
@@ -82,7 +69,7 @@ def test_a_diverging_member_fails_alone():
     assert ens.summaries[1].failed_reason is None
     alone = EnsembleTrainer([good], OPTS)
     alone.fit()
-    _assert_member_equals_alone(ens, 1, alone)
+    assert_member_equals_alone(ens, 1, alone)
 
 
 def test_summary_records_generalization_and_transients():

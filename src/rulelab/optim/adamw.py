@@ -12,19 +12,10 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from rulelab.optim.state import MemberStateMixin
+from rulelab.optim.state import BatchedOptimizer, per_member
 
 
-def _per_member(values: Sequence[float] | float, n: int, name: str) -> torch.Tensor:
-    t = torch.as_tensor(values, dtype=torch.float64).flatten()
-    if t.numel() == 1:
-        t = t.expand(n)
-    if t.numel() != n:
-        raise ValueError(f"{name}: expected {n} per-member values, got {t.numel()}")
-    return t.clone()
-
-
-class BatchedAdamW(MemberStateMixin):
+class BatchedAdamW(BatchedOptimizer):
     """AdamW where every hyperparameter is an ``[E]`` vector (one value per member).
 
     ``decoupled = False`` (see :class:`rulelab.optim.adam.BatchedAdam`) turns the decoupled decay
@@ -32,7 +23,7 @@ class BatchedAdamW(MemberStateMixin):
     its parameters *and* its moments stay exactly as they were.
     """
 
-    buffer_names = ("exp_avg", "exp_avg_sq")  # checkpointed per member (MemberStateMixin)
+    buffer_names = ("exp_avg", "exp_avg_sq")  # checkpointed per member (BatchedOptimizer)
     decoupled: bool = True  # AdamW: decay the weights; False: Adam, add wd * p to the gradient
 
     def __init__(
@@ -47,31 +38,13 @@ class BatchedAdamW(MemberStateMixin):
         eps: Sequence[float] | float = 1e-8,
         warmup: Sequence[int] | int = 0,
     ) -> None:
-        self.params = list(params)
-        E = self.n_members = n_members
-        for p in self.params:
-            if p.shape[0] != E:
-                raise ValueError(f"parameter of shape {tuple(p.shape)} lacks the member axis {E}")
-        self.lr = _per_member(lr, E, "lr")
-        self.weight_decay = _per_member(weight_decay, E, "weight_decay")
-        self.beta1 = _per_member(beta1, E, "beta1")
-        self.beta2 = _per_member(beta2, E, "beta2")
-        self.eps = _per_member(eps, E, "eps")
-        self.warmup = _per_member(warmup, E, "warmup")
-        self.active = torch.ones(E, dtype=torch.bool)
-        self.step_count = 0
+        self._setup(params, n_members, lr=lr, weight_decay=weight_decay, warmup=warmup)
+        E = n_members
+        self.beta1 = per_member(beta1, E, "beta1")
+        self.beta2 = per_member(beta2, E, "beta2")
+        self.eps = per_member(eps, E, "eps")
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
-
-    def lr_now(self) -> torch.Tensor:
-        """``[E]`` learning rate at the coming step: linear warm-up, then constant."""
-        t = self.step_count + 1
-        ramp = torch.where(self.warmup > 0, (t / self.warmup.clamp(min=1)).clamp(max=1.0), 1.0)
-        return self.lr * ramp
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
 
     @torch.no_grad()
     def step(self) -> None:
@@ -110,7 +83,3 @@ class BatchedAdamW(MemberStateMixin):
             denom = v.sqrt().div_(bias2_sqrt.view(shape).to(p.dtype))
             denom.add_(eps.view(shape).to(p.dtype))
             p.addcdiv_(m * step_size.view(shape).to(p.dtype), denom, value=-1.0)
-
-    def deactivate(self, members: torch.Tensor) -> None:
-        """Freeze the members where ``members`` ([E] bool) is true."""
-        self.active &= ~members.cpu()

@@ -34,8 +34,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
-from rulelab.optim.adamw import BatchedAdamW, _per_member
+from rulelab.optim.adamw import BatchedAdamW
 from rulelab.optim.sgd import _BatchedMomentum, _mask, _view
+from rulelab.optim.state import per_member
 
 __all__ = ["NS_COEFFICIENTS", "BatchedMuon", "newton_schulz"]
 
@@ -109,8 +110,8 @@ class BatchedMuon(_BatchedMomentum):
                 raise ValueError(f"Muon needs [E, m, n] matrices, got shape {tuple(p.shape)}")
         if adjust_lr_fn not in ADJUST_LR_FNS:
             raise ValueError(f"adjust_lr_fn: {adjust_lr_fn!r} is not one of {ADJUST_LR_FNS}")
-        self.eps = _per_member(eps, n_members, "eps")
-        self.ns_steps = _per_member(ns_steps, n_members, "ns_steps").long()
+        self.eps = per_member(eps, n_members, "eps")
+        self.ns_steps = per_member(ns_steps, n_members, "ns_steps").long()
         if bool((self.ns_steps >= 100).any()) or bool((self.ns_steps < 0).any()):
             raise ValueError("ns_steps: must be in 0..99 (as torch.optim.Muon)")
         self.ns_coefficients = tuple(float(x) for x in ns_coefficients)

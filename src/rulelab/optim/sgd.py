@@ -16,8 +16,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from rulelab.optim.adamw import _per_member
-from rulelab.optim.state import MemberStateMixin
+from rulelab.optim.state import BatchedOptimizer, per_member
 
 __all__ = ["BatchedSGD"]
 
@@ -32,7 +31,7 @@ def _mask(t: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return t.to(p.device).view((-1,) + (1,) * (p.dim() - 1))
 
 
-class _BatchedMomentum(MemberStateMixin):
+class _BatchedMomentum(BatchedOptimizer):
     """Shared state machinery: ``[E]`` hyperparameters and one momentum buffer per parameter."""
 
     buffer_names = ("momentum_buffer",)
@@ -48,33 +47,10 @@ class _BatchedMomentum(MemberStateMixin):
         nesterov: Sequence[bool] | bool,
         warmup: Sequence[int] | int = 0,
     ) -> None:
-        self.params = list(params)
-        E = self.n_members = n_members
-        for p in self.params:
-            if p.dim() == 0 or p.shape[0] != E:
-                raise ValueError(f"parameter of shape {tuple(p.shape)} lacks the member axis {E}")
-        self.lr = _per_member(lr, E, "lr")
-        self.weight_decay = _per_member(weight_decay, E, "weight_decay")
-        self.momentum = _per_member(momentum, E, "momentum")
-        self.nesterov = _per_member(nesterov, E, "nesterov").bool()
-        self.warmup = _per_member(warmup, E, "warmup")
-        self.active = torch.ones(E, dtype=torch.bool)
-        self.step_count = 0
+        self._setup(params, n_members, lr=lr, weight_decay=weight_decay, warmup=warmup)
+        self.momentum = per_member(momentum, n_members, "momentum")
+        self.nesterov = per_member(nesterov, n_members, "nesterov").bool()
         self.momentum_buffer = [torch.zeros_like(p) for p in self.params]
-
-    def lr_now(self) -> torch.Tensor:
-        """``[E]`` learning rate at the coming step: linear warm-up, then constant."""
-        t = self.step_count + 1
-        ramp = torch.where(self.warmup > 0, (t / self.warmup.clamp(min=1)).clamp(max=1.0), 1.0)
-        return self.lr * ramp
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
-
-    def deactivate(self, members: torch.Tensor) -> None:
-        """Freeze the members where ``members`` ([E] bool) is true."""
-        self.active &= ~members.cpu()
 
     def _masked_grad(self, p: torch.Tensor) -> torch.Tensor:
         """``p.grad`` with inactive members' rows zeroed (their NaNs must not reach any state)."""
