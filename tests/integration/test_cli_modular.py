@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rulelab.cli import main
+from cli_inproc import run_main
 
 GRID = ["--p", "11", "--width", "8", "16", "--noise", "0", "0.5", "--seeds", "2",
         "--epochs", "12", "--eval-every", "5", "--log-eval-steps", "3"]
@@ -31,18 +31,6 @@ def _script() -> list[str]:
     exe = Path(sys.executable).with_name("rulelab")
     return [str(exe)] if exe.is_file() else [sys.executable, "-m", "rulelab.cli"]
 
-
-def run_main(argv, capsys, monkeypatch) -> subprocess.CompletedProcess:
-    """``rulelab ARGV`` through the real entry point, in this process."""
-    monkeypatch.setattr(sys, "argv", ["rulelab", *map(str, argv)])
-    capsys.readouterr()
-    try:
-        main()
-        rc = 0
-    except SystemExit as e:
-        rc = e.code or 0
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(argv, rc, out, err)
 
 
 @pytest.fixture(autouse=True)

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from cli_inproc import run_main
 from rulelab.cli import main
 
 CLAIMS = ("noisy labels are fit first", "FF: G near-perfect", "FF: R keeps",
@@ -17,15 +18,8 @@ CLAIMS = ("noisy labels are fit first", "FF: G near-perfect", "FF: R keeps",
 
 
 def _main(argv, capsys, monkeypatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["rulelab", *map(str, argv)])
-    capsys.readouterr()
-    try:
-        main()
-        rc = 0
-    except SystemExit as e:
-        rc = e.code or 0
-    out, err = capsys.readouterr()
-    return rc, out, err
+    p = run_main(argv, capsys, monkeypatch)
+    return p.returncode, p.stdout, p.stderr
 
 
 @pytest.fixture(scope="module")

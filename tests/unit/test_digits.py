@@ -4,12 +4,12 @@ ensemble (a member equals the same run trained alone) and ``rulelab train digits
 from __future__ import annotations
 
 import gzip
-import sys
 
 import numpy as np
 import pytest
 import torch
 
+from cli_inproc import run_main
 from rulelab.config import ConfigError, DigitsRunConfig, make_config
 from rulelab.tasks.digits import corrupt_labels, load_mnist, make_digits, read_idx
 from rulelab.train.base import TrainOptions
@@ -99,18 +99,8 @@ def test_member_equals_the_same_run_trained_alone(mnist_dir):
 
 
 def _main(argv, capsys, monkeypatch) -> tuple[int, str, str]:
-    """``rulelab ARGV`` through the real entry point, in this process."""
-    from rulelab.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["rulelab", *map(str, argv)])
-    capsys.readouterr()
-    try:
-        main()
-        rc = 0
-    except SystemExit as e:
-        rc = e.code or 0
-    out, err = capsys.readouterr()
-    return rc, out, err
+    p = run_main(argv, capsys, monkeypatch)
+    return p.returncode, p.stdout, p.stderr
 
 
 def test_train_digits_cli_stores_runs_and_order(tmp_path, capsys, monkeypatch):
