@@ -10,12 +10,22 @@ import json
 import math
 import re
 import sys
+from functools import partial
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from typer.exceptions import Abort, Exit, TyperException
 
+from rulelab.cli_checks import (
+    UserError,
+    check_experiment,
+    check_lab_path,
+    check_out,
+    check_path_flags,
+    print_warnings,
+    write_out,
+)
 from rulelab.config import ConfigError, MPSPRunConfig, make_config
 from rulelab.grid import expand_grid, split_multi_value_flags
 from rulelab.store import Lab, StoreError
@@ -36,10 +46,6 @@ console = Console() if sys.stdout.isatty() else Console(width=140)
 err_console = Console(stderr=True)
 
 LabOpt = typer.Option(None, "--lab", help="Lab directory (default $RULELAB_HOME or ./rulelab-runs)")
-
-
-class UserError(Exception):
-    """Bad input: printed as ``error: <message>`` and exit code 2."""
 
 
 def _check_device(device: str) -> str:
@@ -84,13 +90,11 @@ def data_mpsp(
     cfg = make_config(MPSPRunConfig, label_mod=label_mod, shortcut=shortcut, ratio=ratio,
                       seq_len=seq_len, vocab=vocab, n_train=n_train, n_eval=n_eval,
                       data_seed=data_seed)
-    if out.suffix != ".parquet":
-        raise UserError(f"--out: {str(out)!r} is not allowed; the file must end in .parquet")
+    check_out("--out", out, ".parquet")
     splits = _mpsp_data(cfg)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_parquet(splits, out)
+    write_out(out, lambda path: write_parquet(splits, path))
     counts = ", ".join(f"{k} {len(v)}" for k, v in splits.items())
-    console.print(f"wrote {out} ({counts})")
+    console.print(f"wrote {out} ({counts})", markup=False, highlight=False)
 
 
 def _mpsp_data(cfg):
@@ -175,19 +179,34 @@ def _check_track(track: str, every: str) -> tuple[str, ...]:
 def _train(configs, *, lab, experiment, device, max_members, checkpoint_every, quiet,
            track=(), track_every="log", snapshots=0) -> Lab:
     from rulelab.progress import RichProgress
+    from rulelab.sweep.estimate import oversized
     from rulelab.train.ensemble import TrainOptions
-    from rulelab.train.runner import RunOptions, run_configs
+    from rulelab.train.runner import RunOptions, memory_cap, run_configs
 
+    check_experiment(experiment)
+    check_lab_path(lab)
     for cfg in configs:  # data errors (e.g. a sequence space too small) before any write
         if cfg.task == "mpsp":
             _mpsp_data(cfg)
+    too_big = oversized(configs, device)  # before anything is registered or allocated
+    if too_big:
+        raise UserError(too_big)
     the_lab = _open_lab(lab, create=True)
-    options = RunOptions(TrainOptions(device=device), max_members=max_members,
+    cap = memory_cap(configs, device)
+    options = RunOptions(TrainOptions(device=device), max_members=min(max_members, cap),
                          checkpoint_every=checkpoint_every, track=track, track_every=track_every,
                          snapshots=snapshots)
-    err_console.print(f"{len(configs)} runs → lab {the_lab.root}")
-    run_configs(configs, the_lab, experiment=experiment, options=options,
-                progress=None if quiet else RichProgress(err_console))
+    capped = f" (at most {cap} per ensemble: memory)" if cap < max_members else ""
+
+    def header() -> None:
+        err_console.print(f"{len(configs)} runs → lab {the_lab.root}{capped}", markup=False,
+                          highlight=False)
+
+    try:
+        run_configs(configs, the_lab, experiment=experiment, options=options,
+                    progress=None if quiet else RichProgress(err_console), on_start=header)
+    except StoreError as e:  # a corrupt checkpoint, a full disk, another writer holding the lab
+        raise UserError(str(e)) from None
     return the_lab
 
 
@@ -207,12 +226,26 @@ def runs_cmd(
 ) -> None:
     """One row per configuration: seeds, generalization rate, 95% Wilson CI."""
     the_lab = _open_lab(lab, create=False)
-    if as_json:
-        print(json.dumps([_clean(r) for r in the_lab.runs_json()], indent=1))
-        return
+    try:
+        if as_json:
+            print(json.dumps([_clean(r) for r in the_lab.runs_json()], indent=1))
+            the_lab.check_metrics_files(the_lab.runs())
+            return
+        _print_runs(the_lab)
+    except StoreError as e:
+        raise UserError(str(e)) from None
+    finally:
+        print_warnings(the_lab)
+
+
+def _print_runs(the_lab: Lab) -> None:
+    """The rate table of ``rulelab runs``; finished runs without a metrics file are named."""
     from rulelab.tables import print_rate_table
 
-    print_rate_table(console, the_lab.runs())
+    runs = the_lab.runs()
+    the_lab.check_metrics_files(runs)
+    print_rate_table(console, runs, metrics=partial(the_lab.read_metrics,  # old labs: S.3
+                                                    skip_damaged=True))
 
 
 @app.command("report")
@@ -222,15 +255,22 @@ def report_cmd(
 ) -> None:
     """Write one self-contained HTML report with figures for the lab."""
     from rulelab.report.html import write_report
-    from rulelab.store import load
 
+    check_out("--out", out)
     the_lab = _open_lab(lab, create=False)
-    frames = load(the_lab)
-    analyses = {name: the_lab.read_table(name)
-                for name in ("gradients", "ablation", "patching", "fingerprints", "phases")}
-    path = write_report(out, title=f"rulelab report — {the_lab.root.name}", runs=frames.runs,
-                        metrics=frames.metrics, analyses=analyses)
-    console.print(f"wrote {path}")
+    try:
+        runs = the_lab.runs()
+        the_lab.check_metrics_files(runs)
+        metrics = the_lab.read_metrics(skip_damaged=True)  # a damaged file: report the rest
+        analyses = {name: the_lab.read_table(name)
+                    for name in ("gradients", "ablation", "patching", "fingerprints", "phases")}
+        path = write_report(out, title=f"rulelab report — {the_lab.root.name}", runs=runs,
+                            metrics=metrics, analyses=analyses)
+    except StoreError as e:
+        raise UserError(str(e)) from None
+    finally:
+        print_warnings(the_lab)
+    console.print(f"wrote {path}", markup=False, highlight=False)
 
 
 @reproduce_app.command("shortcut-saturation")
@@ -245,8 +285,12 @@ def reproduce_s(
     from rulelab.reproduce import shortcut_saturation
 
     _check_device(device)
-    shortcut_saturation(scale=scale, out=out, lab=lab, device=device, quiet=quiet,
-                        train=_train, console=console)
+    check_out("--out", out)
+    try:
+        shortcut_saturation(scale=scale, out=out, lab=lab, device=device, quiet=quiet,
+                            train=_train, console=console)
+    except StoreError as e:  # reading the lab back or writing the report
+        raise UserError(str(e)) from None
 
 
 from rulelab.cli_modular import data_modular, train_modular  # noqa: E402
@@ -264,8 +308,12 @@ def reproduce_m(scale: str = typer.Option("quick", "--scale", help="tiny, quick 
     """Study M: FF, swap, partition, learning order and double descent beside the paper."""
     from rulelab.reproduce_m import coexistence
 
-    coexistence(scale=scale, out=out, lab=lab, device=_check_device(device), quiet=quiet,
-                train=_train, console=console)
+    check_out("--out", out or Path(f"reports/coexistence-{scale}.html"))
+    try:
+        coexistence(scale=scale, out=out, lab=lab, device=_check_device(device), quiet=quiet,
+                    train=_train, console=console)
+    except StoreError as e:  # reading the lab back or writing the report
+        raise UserError(str(e)) from None
 
 
 from rulelab.cli_analyze_m import train_digits  # noqa: E402
@@ -288,6 +336,7 @@ def main() -> None:
     """Entry point: bad input → ``error: …`` on one line and exit code 2."""
     argv = split_multi_value_flags(sys.argv[1:], MULTI_VALUE_FLAGS)
     try:
+        check_path_flags(argv)
         app(args=argv, prog_name="rulelab", standalone_mode=False)
     except (ConfigError, UserError) as e:
         err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import typer
 
+from rulelab.cli_checks import print_warnings
+
 LabOpt = typer.Option(None, "--lab", help="Lab directory (default $RULELAB_HOME or ./rulelab-runs)")
 EpochsOpt = typer.Option("final", "--epochs",
                          help="final, all (every stored snapshot), or a comma list of epochs")
@@ -44,13 +46,15 @@ def analyze_ff(lab: Path | None = LabOpt, epochs: str = EpochsOpt) -> None:
     from rulelab.analysis.m_tables import ff_summary, ff_table
 
     ca = _ca()
-    frame = ca._run(ca._lab(lab), "ff", ff_table, epochs, task="modular")
+    frame = ca._run(lab, "ff", ff_table, epochs, task="modular")
     _show("FF: test accuracy (mean over seeds)", ff_summary(frame, "test"))
     if (frame["noise"] > 0).any():
         _show("FF: noisy-train accuracy vs the corrupted labels (memorization)",
                        ff_summary(frame[frame["noise"] > 0], "train_noisy"))
-    phase = frame.groupby(["noise", "width"])["phase_error"].mean().reset_index()
-    _show("phase-sum error |φa ± φb − φc| (radians, mean over neurons and seeds)", phase)
+    cols = [c for c in ("phase_error", "phase_error_weighted") if c in frame.columns]
+    phase = frame.groupby(["noise", "width"])[cols].mean().reset_index()
+    _show("phase-sum error |φa ± φb − φc| (radians, mean over seeds; over neurons: plain, and "
+          "weighted by each neuron's power at its frequency)", phase)
 
 
 def analyze_swap(lab: Path | None = LabOpt, epochs: str = EpochsOpt) -> None:
@@ -58,7 +62,7 @@ def analyze_swap(lab: Path | None = LabOpt, epochs: str = EpochsOpt) -> None:
     from rulelab.analysis.m_tables import swap_summary, swap_table
 
     ca = _ca()
-    frame = ca._run(ca._lab(lab), "swap", swap_table, epochs, task="modular")
+    frame = ca._run(lab, "swap", swap_table, epochs, task="modular")
     _show("swap: test accuracy (mean over seeds)", swap_summary(frame, "test"))
     if (frame["noise"] > 0).any():
         _show("swap: noisy-train accuracy vs the corrupted labels",
@@ -77,7 +81,7 @@ def analyze_neurons(
     ca = _ca()
     if not 0.0 <= k_frac <= 1.0:
         raise _cli().UserError(f"--k-frac: {k_frac} is not allowed; it must lie in [0, 1]")
-    frame = ca._run(ca._lab(lab), "neurons", lambda tr: neurons_table(tr, k_frac), epochs,
+    frame = ca._run(lab, "neurons", lambda tr: neurons_table(tr, k_frac), epochs,
                     task="modular")
     _show(f"partition (k = {k_frac:g}·M): test accuracy (mean over seeds)",
                    partition_summary(frame, "test"))
@@ -85,24 +89,37 @@ def analyze_neurons(
     _show("best top-first pruned subnetwork: test accuracy", best)
 
 
-def analyze_order(lab: Path | None = LabOpt) -> None:
-    """Learning order: first steps at 50% / 90% clean- vs noisy-train accuracy (SPEC M.4.2)."""
-    from rulelab.analysis.m_tables import order_summary, order_table
+def analyze_order(
+    lab: Path | None = LabOpt,
+    window: float = typer.Option(
+        100, "--window", help="T: read the early lead over the first T steps (> 0); "
+        "the paper's modular window is ≈ 200 steps, its MNIST reading epochs 1–2"),
+) -> None:
+    """Learning order (SPEC M.4.2): the early lead of noisy- over clean-train accuracy over the
+    first T steps (mean lead, first-evaluation lead, loss-decrease rates; every run with α > 0
+    counts), beside the old first-step-at-50% reading with its own n."""
+    from rulelab.analysis.m_order import order_display, order_summary, order_table
 
     ca = _ca()
+    if not window > 0 or window != window or window == float("inf"):
+        raise _cli().UserError(f"--window: {window} is not allowed; give a number of steps > 0")
     the_lab = ca._lab(lab)
     runs = the_lab.runs()
     runs = runs[runs["task"].isin(["modular", "digits"])] if "task" in runs else runs
     if runs.empty:
         raise _cli().UserError(f"--lab: {the_lab.root} has no modular or digits runs to analyze")
-    table = order_table(runs, the_lab.read_metrics(list(runs["run_id"])))
+    runs = _finished(the_lab, runs, "modular or digits")
+    table = order_table(runs, the_lab.read_metrics(list(runs["run_id"])), window=window)
     the_lab.write_table("order", "all", table)
-    _show("learning order (noisy runs; steps are means over seeds, noisy_first a share)",
-                   order_summary(table))
+    new, old = order_display(order_summary(table))
+    _show(f"learning order: early lead over the first {window:g} steps (runs with α > 0; "
+          "points = noisy-train acc vs corrupted labels − clean-train acc)", new)
+    _show("learning order, old reading: first step at 50% (its own n)", old)
 
 
 def analyze_dd(lab: Path | None = LabOpt) -> None:
-    """Double descent: final test accuracy vs width with seed spread (SPEC M.4.1)."""
+    """Double descent: final test accuracy vs width with seed spread, and its dip (SPEC M.4.1)."""
+    from rulelab.analysis.dd_dip import DIP_COLUMNS, dip_reading
     from rulelab.analysis.m_tables import dd_table
 
     ca = _ca()
@@ -111,9 +128,28 @@ def analyze_dd(lab: Path | None = LabOpt) -> None:
     runs = runs[runs["task"] == "modular"] if "task" in runs else runs
     if runs.empty:
         raise _cli().UserError(f"--lab: {the_lab.root} has no modular runs to analyze")
+    runs = _finished(the_lab, runs, "modular")
     table = dd_table(runs.dropna(axis=1, how="all"))
     the_lab.write_table("dd", "all", table)
     _show("double descent: final test accuracy vs width (over seeds)", table)
+    dips = dip_reading(table)
+    _show("double descent: the dip (called only beyond the seed spread)",
+          dips[[c for c in dips.columns if c not in DIP_COLUMNS or c == "reading"]])
+
+
+def _finished(the_lab, runs, what: str):
+    """The finished (done or failed) rows of ``runs``; unfinished ones are named in one
+    warning line, and none finished is one error line."""
+    unfinished = runs[~runs["status"].isin(["done", "failed"])]
+    ids = ", ".join(unfinished["run_id"].head(5)) + (
+        f" and {len(unfinished) - 5} more" if len(unfinished) > 5 else "")
+    if len(unfinished) == len(runs):
+        raise _cli().UserError(f"--lab: {the_lab.root} has no finished {what} runs to analyze "
+                               f"({len(runs)} unfinished: {ids}); finish them first")
+    if len(unfinished):
+        the_lab.warn(f"{len(unfinished)} unfinished {what} run(s) left out: {ids}")
+        print_warnings(the_lab)
+    return runs[runs["status"].isin(["done", "failed"])]
 
 
 def register(app: typer.Typer) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 
+from rulelab.cli_checks import check_out, write_out
 from rulelab.config import ModularRunConfig, make_config
 from rulelab.grid import expand_grid
 
@@ -45,13 +46,11 @@ def data_modular(
                                    "one data set, give one value")
     cfg = make_config(ModularRunConfig, op=op, p=p, drop_zero=drop_zero, train_frac=train_frac,
                       noise=noise[0], noise_mode=noise_mode, data_seed=data_seed[0])
-    if out.suffix != ".parquet":
-        raise _cli().UserError(f"--out: {str(out)!r} is not allowed; the file must end in .parquet")
+    check_out("--out", out, ".parquet")
     data = modular_from_config(cfg)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_parquet(data, out)
+    write_out(out, lambda path: write_parquet(data, path))
     _cli().console.print(f"wrote {out} (train {len(data.y_train)}, of which noisy {data.n_noisy}; "
-                  f"test {len(data.y_test)})")
+                         f"test {len(data.y_test)})", markup=False, highlight=False)
 
 
 def train_modular(

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import typer
 
+from rulelab.cli_checks import check_lab_path, print_warnings
+
 
 def _cli():
     """:mod:`rulelab.cli`, imported lazily: it imports this module."""
@@ -84,29 +86,38 @@ def sweep_cmd(
         the_recipe, device=device, precision=precision, max_members=max_members,
         checkpoint_every=checkpoint_every, micro_batch=micro_batch, memory_gib=memory_gib,
         threads=cpus_per_chunk if executor == "ray" else None)
+    from rulelab.store import StoreError
+    from rulelab.sweep.estimate import oversized
+
+    too_big = oversized(the_recipe.configs(), device, settings.micro_batch, settings.eval_chunk)
+    if too_big:
+        raise cli.UserError(f"{recipe}: {too_big.replace('--', '').replace('-', '_')}")
 
     if dry_run:
         existing = _existing_lab(lab, cli)
-        plan = make_plan(the_recipe, existing, settings)
+        try:
+            plan = make_plan(the_recipe, existing, settings)
+        except StoreError as e:  # e.g. a damaged checkpoint met while reading resume epochs
+            raise cli.UserError(str(e)) from None
         cli.console.print(f"plan for {recipe} (dry run: nothing written)", markup=False)
         for line in describe_plan(plan, cpu=speed("cpu"), gpu=speed("cuda", settings.precision)):
             cli.console.print(line, markup=False, highlight=False)
         return
 
-    from rulelab.store import StoreError
     from rulelab.sweep.executors import RayUnavailable
     from rulelab.sweep.progress import RichSweepProgress, SweepProgress
 
+    check_lab_path(lab)
     runner = _executor(executor, address, device, cpus_per_chunk, gpus_per_chunk, cli)
     try:
         if executor == "ray":
             runner.start()  # a cluster that cannot be reached fails before the lab is written
         the_lab = cli._open_lab(lab, create=True)
         progress = SweepProgress() if quiet else RichSweepProgress(cli.err_console)
-        cli.err_console.print(f"{the_recipe.experiment}: {len(the_recipe.configs())} runs → "
-                              f"lab {the_lab.root} ({executor} executor, "
-                              f"{settings.device_label})", markup=False, highlight=False)
-        result = run_sweep(the_recipe, the_lab, settings, runner, progress)
+        header = (f"{the_recipe.experiment}: {len(the_recipe.configs())} runs → lab "
+                  f"{the_lab.root} ({executor} executor, {settings.device_label})")
+        result = run_sweep(the_recipe, the_lab, settings, runner, progress, on_start=lambda:
+                           cli.err_console.print(header, markup=False, highlight=False))
     except (StoreError, RayUnavailable) as e:
         raise cli.UserError(str(e)) from None
     finally:
@@ -130,10 +141,17 @@ def status_cmd(
     as_json: bool = typer.Option(False, "--json", help="one JSON object"),
 ) -> None:
     """Progress per experiment: done / running / pending / failed, and generalized runs."""
+    from rulelab.store import StoreError
     from rulelab.sweep.status import lab_status, print_status
 
     cli = _cli()
-    status = lab_status(cli._open_lab(lab, create=False))
+    the_lab = cli._open_lab(lab, create=False)
+    try:
+        status = lab_status(the_lab)
+    except StoreError as e:
+        raise cli.UserError(str(e)) from None
+    finally:
+        print_warnings(the_lab)
     if as_json:
         print(json.dumps(status, indent=1))
         return

@@ -11,7 +11,28 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
 
-from rulelab.config import make_config
+from rulelab.config import ConfigError, flag_name, make_config
+
+# Most runs one command may expand to: a registry row, a config object and a plan entry each.
+# The paper-scale recipes hold 2,400 runs; a typo like --seeds 1000000000 must not allocate.
+MAX_RUNS = 100_000
+
+
+def check_size(values_per_flag: dict[str, int], n_seeds: int, seeds_flag: str = "--seeds"
+               ) -> int:
+    """The number of runs of a grid (values per flag × seeds); ConfigError above MAX_RUNS."""
+    n = n_seeds
+    for count in values_per_flag.values():
+        n *= max(count, 1)
+    if n <= MAX_RUNS:
+        return n
+    if n_seeds > MAX_RUNS:
+        raise ConfigError(f"{seeds_flag}: {n_seeds:,} is not allowed; one command trains at most "
+                          f"{MAX_RUNS:,} runs")
+    listed = [f for f, c in values_per_flag.items() if c > 1]
+    shape = " × ".join(f"{values_per_flag[f]} {f}" for f in listed)
+    raise ConfigError(f"{'/'.join([*listed, seeds_flag])}: {shape} × {n_seeds} seeds = {n:,} runs "
+                      f"is not allowed; one command trains at most {MAX_RUNS:,} runs")
 
 
 def expand_grid(
@@ -23,9 +44,11 @@ def expand_grid(
     """Every combination of ``axes`` values × ``seeds``, with ``fixed`` fields; validated.
 
     Raises :class:`rulelab.config.ConfigError` (one line) on the first invalid value, before
-    anything is built, so nothing is written for a bad grid.
+    anything is built, so nothing is written for a bad grid; a grid of more than
+    :data:`MAX_RUNS` runs is refused before any config is built.
     """
     names = list(axes)
+    check_size({flag_name(n): len(axes[n]) for n in names}, len(seeds))
     configs = []
     for values in itertools.product(*(axes[n] for n in names)):
         for seed in seeds:

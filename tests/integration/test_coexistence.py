@@ -14,7 +14,7 @@ from cli_inproc import run_main
 from rulelab.cli import main
 
 CLAIMS = ("noisy labels are fit first", "FF: G near-perfect", "FF: R keeps",
-          "activation swap", "partition helps far less", "over-parameterized")
+          "activation swap", "partition helps far less", "double descent: test dips")
 
 
 def _main(argv, capsys, monkeypatch) -> tuple[int, str, str]:
@@ -48,8 +48,16 @@ def test_reproduce_writes_report_and_prints_findings(reproduced):
     for claim in CLAIMS:
         assert claim in out, claim
     assert "verdict" in out and "wall time" in out and "tiny preset" in out
+    # The scale comes first, read from the configs; below the paper's setting only the
+    # scale-free learning order has a verdict, the other five rows are readings.
+    assert out.startswith("scale: tiny — departs from the paper: P = 11 (paper: 113, likely)")
+    assert "reproduced" not in out.replace("not reproduced", "")
+    assert "early lead over the first 20 steps" in out and "old reading" in out
+    assert "too few widths for a dip (M = 9…33)" in out
     page = (work / "r.html").read_text()
-    assert page.count("data:image/png;base64,") == 5  # DD, order, FF, swap, pruning
+    assert page.count("data:image/png;base64,") == 6  # DD, order, lead, FF, swap, pruning
+    assert "scale: tiny — departs from the paper" in page and "Early lead" in page
+    assert page.count('<td style="text-align:left">reading</td>') == 5  # verdict cells
     for heading in ("Findings beside the paper", "Double descent", "Learning order",
                     "Frequency filtering", "Activation swap", "Neuron partition"):
         assert heading in page
@@ -59,7 +67,8 @@ def test_reproduce_writes_report_and_prints_findings(reproduced):
 
 @pytest.mark.parametrize("command, title", [
     ("ff", "FF: test accuracy"), ("swap", "swap: test accuracy"),
-    ("neurons", "partition"), ("order", "learning order"), ("dd", "double descent"),
+    ("neurons", "partition"), ("order", "early lead over the first 100 steps"),
+    ("dd", "the dip"),
 ])
 def test_analyze_commands_on_the_lab(reproduced, command, title, capsys, monkeypatch):
     work = reproduced[0]
@@ -71,6 +80,7 @@ def test_analyze_commands_on_the_lab(reproduced, command, title, capsys, monkeyp
 @pytest.mark.parametrize("argv, flag", [
     (["reproduce", "coexistence", "--scale", "huge"], "--scale"),
     (["analyze", "neurons", "--k-frac", "2"], "--k-frac"),
+    (["analyze", "order", "--window", "0"], "--window"),
 ])
 def test_bad_input_is_one_line(reproduced, argv, flag, capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)

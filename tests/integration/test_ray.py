@@ -1,13 +1,28 @@
-"""The Ray executor on a real local Ray runtime (no mocks): same numbers as the local executor,
-and a chunk whose worker process is SIGKILLed is retried from its runs' last checkpoints.
+"""The Ray executor on real Ray (no mocks; DESIGN §4: "Tests start a real local Ray runtime"):
 
-Skipped, with the reason, where Ray is not installed (``pip install 'rulelab[ray]'``).
+- on a local runtime, a chunk whose worker process is SIGKILLed is retried from its runs' last
+  checkpoints, and the sweep ends with the local executor's numbers;
+- on a two-node cluster on this machine (a head and a second node, each its own raylet with one
+  CPU, both bound to 127.0.0.1), ``rulelab sweep --executor ray --address <head>`` runs its
+  chunks on both nodes — checked from the raylet each chunk's worker process is a child of —
+  with one worker killed mid-chunk, and ends identical to the local executor: every summary,
+  metric row and final checkpoint. The cluster is torn down in any case, and the test checks
+  that none of its processes (services, raylets, workers) outlives it;
+- an ``--address`` where no cluster answers is one ``error:`` line within seconds.
+
+Ray is in the ``test`` extra, so CI runs these; elsewhere they are skipped where Ray is not
+installed (``pip install 'rulelab[ray]'``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
+import socket
+import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -15,84 +30,77 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+# Every Ray process these tests start (drivers, nodes, workers: they inherit the environment)
+# listens and connects on 127.0.0.1: Ray otherwise uses this machine's network address, also
+# where a loopback address is given. Read when ray is imported, so set before.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'rulelab[ray]'")
 
+from cli_inproc import run_main  # noqa: E402
+from labs import (  # noqa: E402
+    TINY,
+    assert_same_checkpoints,
+    cli,
+    env,
+    metrics,
+    n_checkpoints,
+    registry,
+    sweep,
+    write,
+)
+from procs import chunk_workers, descendants, mentioning, wait_gone  # noqa: E402
 from rulelab.store import Lab  # noqa: E402
-from rulelab.sweep import LocalExecutor, RayExecutor, Settings, load_recipe, run_sweep  # noqa: E402
+from rulelab.sweep import RayExecutor, Settings, load_recipe, run_sweep  # noqa: E402
+from rulelab.sweep.executors import RayUnavailable  # noqa: E402
 
-pytestmark = pytest.mark.slow  # a Ray runtime takes ~10 s to start here
-
-RECIPE = """\
+EPOCHS = 100
+RECIPE = f"""\
 experiment: on-ray
 task: mpsp
-base: {layers: 1, heads: 1, d_model: 16, d_mlp: 16, seq_len: 5, vocab: 12, n_train: 96,
-       n_eval: 32, eval_every: 5, epochs: 200}
+base: {{{TINY}, epochs: {EPOCHS}}}
 grid:
   ratio: [0.6, 0.9]
   weight_decay: [0.1, 0.3]
 seeds: 2
-execution: {max_members: 4, checkpoint_every: 25}
+execution: {{max_members: 4, checkpoint_every: 25}}
 """
-TASK_TITLE = b"ray::rulelab-chunk"  # Ray names a worker process after the task it runs
 
 
-@pytest.fixture(scope="module")
-def ray_runtime():
+@pytest.fixture
+def local_runtime():
+    """The executor's own local runtime (``--executor ray`` without ``--address``), one CPU."""
+    executor = RayExecutor(num_cpus=1, max_retries=3)
     try:
-        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
-    except Exception as err:  # installed but cannot start here
-        pytest.skip(f"a local Ray runtime cannot start: {str(err).splitlines()[0]}")
-    yield ray
-    ray.shutdown()
+        executor.start()
+    except RayUnavailable as err:  # installed but cannot start here
+        pytest.skip(str(err))
+    yield executor
+    executor.close()
 
 
-def _parent(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
+def assert_same_labs(a: Path, b: Path) -> None:
+    """Every metric row, registry entry and final checkpoint equal."""
+    ma, mb = metrics(a), metrics(b)
+    assert ma.groupby("run_id").epoch.nunique().tolist() == [EPOCHS // 5 + 1] * 8
+    pd.testing.assert_frame_equal(ma, mb, check_exact=True)
+    ra, rb = registry(a), registry(b)
+    assert ra == rb and {s for s, _, _ in rb.values()} == {"done"}
+    assert_same_checkpoints(a, b)
 
 
-def chunk_workers() -> list[int]:
-    """Our own descendants (the Ray runtime this test started) now running a chunk task."""
-    me, found = os.getpid(), []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if not f.read().startswith(TASK_TITLE):
-                    continue
-            p = pid
-            while p > 1 and p != me:
-                p = _parent(p)
-        except OSError:
-            continue
-        if p == me:
-            found.append(pid)
-    return found
+@pytest.mark.slow  # 20 s here idle (a Ray runtime takes 5-10 s to start)
+def test_ray_sweep_with_a_killed_worker_equals_the_local_sweep(tmp_path, local_runtime):
+    recipe_path = write(tmp_path, "recipe", RECIPE)
+    local = sweep(recipe_path, tmp_path / "local").root
 
-
-def metrics(lab: Path) -> pd.DataFrame:
-    frames = [pd.read_parquet(p) for p in sorted((lab / "metrics").glob("*.parquet"))]
-    df = pd.concat(frames).sort_values(["run_id", "epoch", "split", "metric"])
-    return df.reset_index(drop=True)
-
-
-def test_ray_sweep_with_a_killed_worker_equals_the_local_sweep(tmp_path, ray_runtime):
-    path = tmp_path / "recipe.yaml"
-    path.write_text(RECIPE)
-    recipe = load_recipe(path)
-    local = Lab(tmp_path / "local", create=True)
-    run_sweep(recipe, local, Settings.from_recipe(recipe), LocalExecutor())
-
+    recipe = load_recipe(recipe_path)
     remote = Lab(tmp_path / "ray", create=True)
     killed: list[int] = []
 
     def kill_first_chunk() -> None:  # once chunk 1 has checkpointed, SIGKILL its worker
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if list((remote.root / "checkpoints").glob("*.pt")):
+            if n_checkpoints(remote.root):
                 for pid in chunk_workers():
                     os.kill(pid, signal.SIGKILL)
                     killed.append(pid)
@@ -101,15 +109,92 @@ def test_ray_sweep_with_a_killed_worker_equals_the_local_sweep(tmp_path, ray_run
 
     watcher = threading.Thread(target=kill_first_chunk, daemon=True)
     watcher.start()
-    result = run_sweep(recipe, remote, Settings.from_recipe(recipe, threads=1),
-                       RayExecutor(max_retries=3))
+    result = run_sweep(recipe, remote, Settings.from_recipe(recipe, threads=1), local_runtime)
     watcher.join(5)
     assert len(killed) == 1, "no chunk worker was found to kill"
     assert result.lost == [] and result.done == 8 and result.failed == 0
+    assert_same_labs(local, remote.root)
 
-    a, b = metrics(local.root), metrics(remote.root)
-    assert len(a) == 8 * (200 // 5 + 1) * 10
-    pd.testing.assert_frame_equal(a, b, check_exact=True)
-    ra = {r["run_id"]: (r["status"], r["summary"]) for r in local.runs_json()}
-    rb = {r["run_id"]: (r["status"], r["summary"]) for r in remote.runs_json()}
-    assert ra == rb
+
+def test_an_address_nobody_answers_at_is_one_line_in_seconds(tmp_path, capsys, monkeypatch):
+    """On the old code ``ray.init`` retried for minutes (still at it after 150 s)."""
+    with socket.socket() as s:  # a port just freed: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    recipe, lab = write(tmp_path, "recipe", RECIPE), tmp_path / "lab"
+    t0 = time.monotonic()
+    result = run_main(["sweep", recipe, "--lab", lab, "--executor", "ray", "--address", address],
+                      capsys, monkeypatch)
+    assert time.monotonic() - t0 < 20
+    assert result.returncode == 2 and result.stderr == (
+        f"error: --address: no Ray cluster answers at {address}: Connection refused; start one "
+        "with `ray start --head` or pass its address\n")
+    assert not lab.exists()
+
+
+# --- a two-node cluster ------------------------------------------------------------------------
+@contextlib.contextmanager
+def two_node_cluster(leftovers: list[int]):
+    """A head and a second node on this machine, one CPU each: yields the head's address and
+    ``{raylet pid: node id}``. On exit every process of the cluster is stopped; those still
+    running after 20 s are appended to ``leftovers``."""
+    from ray.cluster_utils import Cluster
+
+    temp_dir = tempfile.mkdtemp(prefix="rl-ray-")  # short: Ray's socket paths must fit 107 bytes
+    before = set(descendants())
+    cluster = Cluster()
+    try:
+        try:
+            head = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1", temp_dir=temp_dir,
+                                    include_dashboard=False)
+        except Exception as err:  # installed but cannot start here
+            pytest.skip(f"a Ray head node cannot start: {str(err).splitlines()[0]}")
+        second = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+        cluster.wait_for_nodes()
+        yield cluster.address, {n.all_processes["raylet"][0].process.pid: n.node_id
+                                for n in (head, second)}
+    finally:
+        # the cluster's services, raylets and their workers (the services name the folder)
+        ours = (set(descendants()) - before) | set(mentioning(temp_dir))
+        cluster.shutdown()
+        leftovers += wait_gone(ours)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.mark.slow  # 25 s here idle, 40 s with the other core busy
+def test_two_node_cluster_sweep_with_a_killed_worker_equals_the_local_executor(tmp_path):
+    recipe = write(tmp_path, "recipe", RECIPE)
+    local = sweep(recipe, tmp_path / "local").root
+    lab, log = tmp_path / "cluster", tmp_path / "sweep.log"
+    ran_on: dict[int, str] = {}  # chunk worker pid → node id
+    killed: list[str] = []  # node ids of the workers killed mid-chunk
+    leftovers: list[int] = []
+    with two_node_cluster(leftovers) as (address, raylets), open(log, "w") as out:
+        assert len(set(raylets.values())) == 2
+        proc = subprocess.Popen(
+            cli("sweep", recipe, "--lab", lab, "--executor", "ray", "--address", address,
+                "--quiet"), env=env(), stdout=out, stderr=out,
+            start_new_session=True)
+        try:
+            deadline = time.monotonic() + 240
+            while proc.poll() is None and time.monotonic() < deadline:
+                workers = chunk_workers()
+                ran_on.update({pid: raylets[ppid] for pid, ppid in workers.items()
+                               if ppid in raylets})
+                if not killed and workers and n_checkpoints(lab):  # a chunk is mid-way
+                    pid = max(workers)
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(raylets.get(workers[pid], "?"))
+                time.sleep(0.02)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    print(f"chunk workers (pid: node): {ran_on}; killed on node {killed}")
+    shown = log.read_text()[-3000:]
+    assert proc.returncode == 0, shown
+    assert "trained 8 of 8 runs (8 done, 0 failed)" in shown
+    assert not leftovers, f"cluster processes still running after shutdown: {leftovers}"
+    assert killed, "no chunk worker was found to kill"
+    assert set(ran_on.values()) == set(raylets.values()), "the chunks did not run on both nodes"
+    assert_same_labs(local, lab)

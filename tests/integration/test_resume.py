@@ -48,7 +48,7 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
 
     subprocess.run(_cli(killed), check=True, env=_env(), capture_output=True)
     a, b = _metrics(whole), _metrics(killed)
-    assert len(a) == len(b) == 4 * (400 // 5 + 1) * 10
+    assert len(a) == len(b) == 4 * (400 // 5 + 1) * 12  # 10 + shortcut_acc on val, adv
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     # analyses tracked during training survive the kill the same way
     ga, gb = (_table(lab, "gradients") for lab in (whole, killed))

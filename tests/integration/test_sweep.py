@@ -11,22 +11,19 @@ import io
 import math
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
 
+from labs import TINY, cli, env, metrics, n_checkpoints, registry, statuses, sweep, write
 from rulelab.store import Lab
 from rulelab.sweep import LocalExecutor, Settings, load_recipe, run_sweep
 from rulelab.sweep.progress import RichSweepProgress
 from rulelab.sweep.status import lab_status
 
-TINY = ("layers: 1, heads: 1, d_model: 16, d_mlp: 16, seq_len: 5, vocab: 12, n_train: 96, "
-        "n_eval: 32, eval_every: 5")
 KILL = f"""\
 experiment: killed
 task: mpsp
@@ -51,54 +48,6 @@ execution: {max_members: 6}
 """
 
 
-def write(tmp_path: Path, name: str, text: str) -> Path:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(text)
-    return path
-
-
-def sweep(recipe_path: Path, lab_path: Path, progress=None, **overrides) -> Lab:
-    recipe = load_recipe(recipe_path)
-    lab = Lab(lab_path, create=True)
-    run_sweep(recipe, lab, Settings.from_recipe(recipe, **overrides), LocalExecutor(), progress)
-    return lab
-
-
-def metrics(lab: Path) -> pd.DataFrame:
-    frames = [pd.read_parquet(p) for p in sorted((lab / "metrics").glob("*.parquet"))]
-    df = pd.concat(frames).sort_values(["run_id", "epoch", "split", "metric"])
-    return df.reset_index(drop=True)
-
-
-def registry(lab: Path) -> dict:
-    return {r["run_id"]: (r["status"], r["summary"], r["error"])
-            for r in Lab(lab).runs_json()}
-
-
-def statuses(lab: Path) -> list[str]:
-    path = lab / "registry.sqlite"
-    if not path.exists():
-        return []
-    try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as conn:
-            return [s for (s,) in conn.execute("SELECT status FROM runs")]
-    except sqlite3.Error:
-        return []
-
-
-def n_checkpoints(lab: Path) -> int:
-    return len(list((lab / "checkpoints").glob("*.pt")))
-
-
-def _cli(*args) -> list[str]:
-    return [sys.executable, "-m", "rulelab.cli", *map(str, args)]
-
-
-def _env() -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "RULELAB_HOME"}
-    return {**env, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
 def test_sweep_killed_at_several_points_then_resumed_equals_uninterrupted(tmp_path):
     recipe = write(tmp_path, "kill", KILL)
     whole, killed = tmp_path / "whole", tmp_path / "killed"
@@ -109,11 +58,11 @@ def test_sweep_killed_at_several_points_then_resumed_equals_uninterrupted(tmp_pa
         ("after chunk 1", lambda: statuses(killed).count("done") >= 4),
         ("mid chunk 2", lambda: n_checkpoints(killed) >= 8),
     ]
-    cmd = _cli("sweep", recipe, "--lab", killed, "--quiet")
+    cmd = cli("sweep", recipe, "--lab", killed, "--quiet")
     for name, reached in points:
         log = tmp_path / f"{name}.log"
         with open(log, "w") as err:
-            proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=err)
+            proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=err)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not reached() and proc.poll() is None:
             time.sleep(0.02)
@@ -126,10 +75,10 @@ def test_sweep_killed_at_several_points_then_resumed_equals_uninterrupted(tmp_pa
             (exp,) = status["experiments"]
             assert status["active_sweep"] is None and exp["running"] == 4 and exp["done"] == 0
     assert len(statuses(killed)) == 8 and statuses(killed).count("done") < 8
-    subprocess.run(cmd, env=_env(), check=True, capture_output=True)
+    subprocess.run(cmd, env=env(), check=True, capture_output=True)
 
     a, b = metrics(whole), metrics(killed)
-    assert len(a) == len(b) == 8 * (200 // 5 + 1) * 10
+    assert len(a) == len(b) == 8 * (200 // 5 + 1) * 12  # 10 + shortcut_acc on val, adv
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     ra, rb = registry(whole), registry(killed)
     assert ra == rb and {s for s, _, _ in ra.values()} == {"done"}

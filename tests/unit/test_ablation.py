@@ -1,5 +1,10 @@
-"""Activation ablation (SPEC S.4.3): the batched path against plain single-forward hooks."""
+"""Activation ablation (SPEC S.4.3): the batched path against plain single-forward hooks, and
+against oracles that do not use hooks at all (weights zeroed by hand, a hand-built model)."""
 
+import copy
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
 import torch
 
@@ -13,6 +18,7 @@ from rulelab.analysis.ablation import (
 )
 from rulelab.config import MPSPRunConfig
 from rulelab.models.transformer import EnsembleTransformer
+from rulelab.tasks.mpsp import make_mpsp
 from rulelab.train.ensemble import EnsembleTrainer, TrainOptions
 from rulelab.train.evaluate import evaluate
 
@@ -132,5 +138,88 @@ def test_table_rows_match_direct_hooks_for_every_member():
                         & (frame.method == ab.method) & (frame["where"] == ab.where)]
             assert got.sort_values("member")[f"{split}_acc"].tolist() == pytest.approx(
                 acc.tolist()), ab
-            d = got[f"d_{split}_acc"] - (got[f"{split}_acc"] - got[f"base_{split}_acc"])
-            assert d.abs().max() < 1e-12
+        # Δ against an oracle without hooks: zeroing hook_z of head h at every position is
+        # W_O[h] = 0 (b_O kept); zeroing hook_mlp_out everywhere is W_out = b_out = 0.
+        base = _plain_accuracy(tr.model, x, y)
+        for layer, comp in components(tr.model):
+            acc = _plain_accuracy(_zeroed(tr.model, layer, comp), x, y)
+            rows = frame[(frame.layer == layer) & (frame.component == comp)
+                         & (frame.method == "zero") & (frame["where"] == "all")]
+            rows = rows.sort_values("member")
+            assert rows[f"{split}_acc"].tolist() == pytest.approx(acc.tolist()), (layer, comp)
+            assert rows[f"d_{split}_acc"].tolist() == pytest.approx((acc - base).tolist())
+
+
+def _plain_accuracy(model, x, y):
+    with torch.no_grad():
+        return (model.eval()(x).argmax(-1) == y).double().mean(1)  # [E]
+
+
+def _zeroed(model, layer, comp):
+    """A copy of ``model`` with one head's W_O (or one MLP's W_out, b_out) set to zero."""
+    m = copy.deepcopy(model)
+    block = m.blocks[layer]
+    with torch.no_grad():
+        if comp == "mlp":
+            block.mlp.W_out.zero_()
+            block.mlp.b_out.zero_()
+        else:
+            block.attn.W_O[:, int(comp[4:])].zero_()
+    return m
+
+
+def _max_parity_model(E=2):
+    """1L, 2 heads, attention-only, no LN, V = 16. Head 0 attends (one-hot, 25 logits apart)
+    to the max and writes its parity: logit_1 − logit_0 = −4·(−1)^max, the max-parity shortcut
+    exactly. Head 1 attends to x₁ and writes nothing."""
+    cfg = MPSPRunConfig(seq_len=6, vocab=16, d_model=8, d_mlp=0, heads=2, layers=1, ln=False)
+    m = EnsembleTransformer(cfg, E).init_weights(list(range(E)))
+    v = torch.arange(16)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.zero_()
+        m.W_E[:, :16, 0], m.W_E[:, 16, 1], m.W_E[:, :16, 2] = v / 16, 1.0, (-1.0) ** v
+        m.W_pos[:, 1, 4] = 1.0
+        a = m.blocks[0].attn
+        a.W_Q[:, 0, 1, 0], a.W_K[:, 0, 0, 0] = 400.0, 1.0
+        a.W_Q[:, 1, 1, 0], a.W_K[:, 1, 4, 0] = 60.0, 1.0
+        a.W_V[:, 0, 2, 0], a.W_O[:, 0, 0, 3] = 1.0, 1.0
+        m.W_U[:, 3, 0], m.W_U[:, 3, 1] = 2.0, -2.0
+    return m.eval()
+
+
+def test_hand_built_shortcut_head_ablation_by_known_amounts():
+    """Oracle: the model predicts the max-parity shortcut, so val accuracy is 1 and adv 0.
+    Zeroing head 0 leaves equal logits → class 0 everywhere: accuracy = the share of label 0
+    (counted with numpy). Mean-ablating it writes the training-mean parity: class 1 iff most
+    training maxima are odd. Head 1 writes nothing: Δ = 0."""
+    sp = [make_mpsp(label_mod=2, shortcut="max", ratio=0.5, seq_len=6, vocab=16, n_train=512,
+                    n_eval=400, data_seed=d) for d in (0, 1)]
+    stack = lambda split, a: torch.from_numpy(np.stack([getattr(s[split], a) for s in sp]))  # noqa: E731
+    # Training sets (they only feed the means) with 70% / 30% odd maxima, so the mean write
+    # is clearly signed: member 0 → class 1, member 1 → class 0.
+    train = []
+    for s, share in zip(sp, (0.7, 0.3), strict=True):
+        x = s["train"].x
+        odd, even = x[x.max(1) % 2 == 1], x[x.max(1) % 2 == 0]
+        train.append(np.concatenate([odd[: int(200 * share)], even[: 200 - int(200 * share)]]))
+    data = SimpleNamespace(train_x=torch.from_numpy(np.stack(train)), val_x=stack("val", "x"),
+                           val_y=stack("val", "label"), adv_x=stack("adv", "x"),
+                           adv_y=stack("adv", "label"))
+    frame = ablation_table(_max_parity_model(), data, where=("cls", "all"))
+    odd_max = (np.stack(train).max(-1) % 2).mean(1)  # [E] share of odd maxima
+    mean_pred = (odd_max > 0.5).astype(int)  # logit_1 − logit_0 = 4·(2·odd − 1) on average
+    for split, base in (("val", 1.0), ("adv", 0.0)):
+        y = np.asarray(getattr(data, f"{split}_y"))
+        for e in range(2):
+            rows = frame[frame.member == e].set_index(["layer", "component", "method", "where"])
+            assert (rows[f"base_{split}_acc"] == base).all()
+            for where in ("cls", "all"):
+                zero = rows.loc[(0, "head0", "zero", where)]
+                assert zero[f"d_{split}_acc"] == pytest.approx((y[e] == 0).mean() - base)
+                mean = rows.loc[(0, "head0", "mean", where)]
+                assert mean[f"d_{split}_acc"] == pytest.approx((y[e] == mean_pred[e]).mean()
+                                                               - base)
+                for method in ("zero", "mean"):
+                    assert rows.loc[(0, "head1", method, where)][f"d_{split}_acc"] == 0.0
+    assert mean_pred.tolist() == [1, 0]  # both branches are exercised

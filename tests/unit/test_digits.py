@@ -11,6 +11,7 @@ import torch
 
 from cli_inproc import run_main
 from rulelab.config import ConfigError, DigitsRunConfig, make_config
+from rulelab.store.lab import Lab
 from rulelab.tasks.digits import corrupt_labels, load_mnist, make_digits, read_idx
 from rulelab.train.base import TrainOptions
 from rulelab.train.digits import DigitsTrainer
@@ -111,9 +112,13 @@ def test_train_digits_cli_stores_runs_and_order(tmp_path, capsys, monkeypatch):
                         "--hidden", "16", "--lab", lab, "--quiet"], capsys, monkeypatch)
     assert rc == 0, err
     assert "2 runs" in err
-    rc, out, err = _main(["analyze", "order", "--lab", lab], capsys, monkeypatch)
+    rc, out, err = _main(["analyze", "order", "--lab", lab, "--window", "2"], capsys,
+                         monkeypatch)
     assert rc == 0, err
-    assert "learning order" in out and (lab / "analyses" / "order").is_dir()
+    assert "early lead over the first 2 steps" in out and "old reading" in out
+    assert (lab / "analyses" / "order").is_dir()
+    table = Lab(lab).read_table("order")  # both α > 0 runs have a lead reading over 2 steps
+    assert table["lead_area"].notna().sum() == 2 and set(table["window"]) == {2.0}
     rc, _, err = _main(["train", "digits", "--mnist-dir", tmp_path / "nowhere", "--lab",
                         tmp_path / "x"], capsys, monkeypatch)
     assert rc == 2 and err.startswith("error: --mnist-dir") and len(err.splitlines()) == 1

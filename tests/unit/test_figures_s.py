@@ -20,6 +20,8 @@ from rulelab.report.html import write_report
 EPOCHS = [0, 1, 3, 10, 30, 100]
 CONFIGS = [(1, 0.5), (1, 0.9), (2, 0.5), (2, 0.9)]  # (layers, ratio), 2 heads, 3 seeds each
 GEN_AT = {"L2-r0.9-s0": 30.0}  # the one seed that generalizes, and when
+# adv 100% with val low (the flipped shortcut): adv-only, not generalized — no star (SPEC S.3)
+ADV_ONLY_AT = {"L1-r0.5-s1": 10.0, **GEN_AT}
 
 
 def make_runs() -> pd.DataFrame:
@@ -29,7 +31,9 @@ def make_runs() -> pd.DataFrame:
             rid = f"L{layers}-r{ratio}-s{seed}"
             rows.append(dict(run_id=rid, status="done", layers=layers, heads=2, ratio=ratio,
                              weight_decay=0.1, seed=seed, generalized=rid in GEN_AT,
-                             first_epoch_100=GEN_AT.get(rid), max_adv_acc=0.5))
+                             first_epoch_generalized=GEN_AT.get(rid),
+                             adv_generalized=rid in ADV_ONLY_AT,
+                             first_epoch_adv_100=ADV_ONLY_AT.get(rid), max_adv_acc=0.5))
     return pd.DataFrame(rows)
 
 

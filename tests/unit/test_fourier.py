@@ -181,3 +181,61 @@ def test_vectorized_matches_per_member_loop():
         for net, by_subset in ff_e.items():
             for subset, acc in by_subset.items():
                 torch.testing.assert_close(acc, ff[net][subset][s])
+
+
+def test_keep_dc_keeps_a_constant_offset_so_g_equals_the_network():
+    # Analytic neurons plus a constant per neuron (its DC term). Without keep_dc, G drops the
+    # offset (G = the analytic part); with it, G is the whole network — weights and predictions
+    # exactly. Fails on the old code, which had no keep_dc.
+    P, M = 23, 256
+    U, V, W, _ = analytic_solution(P, M, n_members=2, dtype=torch.float64)
+    g = torch.Generator().manual_seed(5)
+    cu, cv = (0.3 * torch.randn(2, M, 1, generator=g, dtype=torch.float64) for _ in range(2))
+    cw = 0.3 * torch.randn(2, 1, M, generator=g, dtype=torch.float64)
+    Uo, Vo, Wo = U + cu, V + cv, W + cw
+    (UG, VG, WG, _), (UR, VR, WR, _) = filter_network(Uo, Vo, Wo, None, keep_dc=True)
+    for G, orig in ((UG, Uo), (VG, Vo), (WG, Wo)):
+        torch.testing.assert_close(G, orig, atol=1e-12, rtol=0)
+    for R in (UR, VR, WR):
+        assert R.abs().max() < 1e-12
+    (UG0, VG0, _, _), _ = filter_network(Uo, Vo, Wo, None)
+    torch.testing.assert_close(UG0, U, atol=1e-12, rtol=0)  # the default drops the offset
+    assert (UG0 - Uo).abs().max() > 0.1
+    x, y = all_pairs(P)
+    pred = fourier.predictions(Uo, Vo, Wo, None, x.expand(2, -1, -1), "relu")
+    kept = fourier.predictions(UG, VG, WG, None, x.expand(2, -1, -1), "relu")
+    assert torch.equal(kept, pred)
+    res = evaluate_ff(Uo, Vo, Wo, None, x, y, None, "relu", keep_dc=True)
+    torch.testing.assert_close(res["G"]["all"], res["original"]["all"])
+
+
+def test_weighted_phase_error_ignores_dead_neurons_with_random_phases():
+    # 64 analytic neurons (phase residual 0) and 64 dead ones: amplitude 1e-4 at a frequency,
+    # with phases whose residual is far from 0. The unweighted mean counts them as much as the
+    # live ones; the power-weighted one gives them ~1e-8 of the weight. Fails on the old code
+    # (no weighted option).
+    P, M = 23, 64
+    U, V, W, _ = analytic_solution(P, M, n_members=2, dtype=torch.float64)
+    g = torch.Generator().manual_seed(7)
+    i = torch.arange(P, dtype=torch.float64)
+    freq = torch.randint(1, (P - 1) // 2 + 1, (2, M, 1), generator=g)
+    ph = 2 * math.pi * torch.rand(3, 2, M, 1, generator=g, dtype=torch.float64)
+    dead = [1e-4 * torch.cos(2 * math.pi * freq * i / P + p) for p in ph]  # [E, M, P] each
+    Ud, Vd, Wd = torch.cat((U, dead[0]), 1), torch.cat((V, dead[1]), 1), torch.cat(
+        (W, dead[2].transpose(1, 2)), 2)
+    plain = phase_sum_error(Ud, Vd, Wd)
+    weighted = phase_sum_error(Ud, Vd, Wd, weighted=True)
+    assert (plain > 0.3).all()  # ≈ half of π/2: the dead half is random
+    assert (weighted < 1e-6).all()
+    torch.testing.assert_close(phase_sum_error(U, V, W, weighted=True), phase_sum_error(U, V, W))
+    zero = torch.zeros_like(U)
+    assert torch.isnan(phase_sum_error(zero, zero, torch.zeros_like(W), weighted=True)).all()
+
+
+def test_frequency_power_is_the_dominant_bin_power():
+    U, V, W, _ = _random(E=2, M=5, P=13)
+    freq = dominant_frequency(U, V, W)
+    spec = sum(np.abs(np.fft.rfft(t, axis=-1)) ** 2
+               for t in (U.numpy(), V.numpy(), W.transpose(1, 2).numpy()))
+    want = np.take_along_axis(spec, freq.numpy()[..., None], -1)[..., 0]
+    np.testing.assert_allclose(fourier.frequency_power(U, V, W).numpy(), want, rtol=1e-12)

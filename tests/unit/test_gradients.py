@@ -7,9 +7,12 @@ import torch
 import torch.nn.functional as F
 
 from rulelab.analysis.gradients import (
+    EPS_IDENTITY,
     conflict_metrics,
+    example_gradient_norms,
     gradient_conflict,
     group_gradients,
+    identity_bounds,
     module_of,
 )
 from rulelab.config import MPSPRunConfig
@@ -138,3 +141,105 @@ def test_conflict_metrics_signs_on_hand_vectors():
     assert out["amplification"].tolist() == pytest.approx([3.0, 2 / math.sqrt(2)])
     assert out["odds"].tolist() == pytest.approx([9.0, 1.0])
     assert out["share_minus"].tolist() == pytest.approx([0.1 * 3, 0.5 * 2])
+
+
+def _identity_case(eps, r, g_plus, direction):
+    """g+ given, g = eps·r‖g+‖ along ``direction``, g− = (g − r·g+)/(1 − r): the identity."""
+    g = eps[:, None] * r[:, None] * g_plus.norm(dim=1, keepdim=True) * direction
+    return g_plus, (g - r[:, None] * g_plus) / (1 - r[:, None])
+
+
+def test_identity_dominated_readings_on_constructed_vectors():
+    """Analytic oracle (issue 8): g+ and g− built to satisfy g = r·g+ + (1−r)·g− with a chosen
+    ‖g‖ = ε·r‖g+‖. The reported ε is that ε; amplification / (r/(1−r)) ∈ [1−ε, 1+ε] and
+    cos ∈ [−1, −1 + ε²/(2(1−ε)²)] (rulelab.analysis.identity); the flag is ε < EPS_IDENTITY.
+    Fails on the pre-issue-8 metrics, which have no ``eps`` nor flag."""
+    gen = torch.Generator().manual_seed(0)
+    E, P = 400, 50
+    eps = torch.linspace(0.001, 0.9, E, dtype=torch.float64)
+    r = 0.05 + 0.9 * torch.rand(E, generator=gen, dtype=torch.float64)
+    g_plus = torch.randn(E, P, generator=gen, dtype=torch.float64)
+    direction = torch.randn(E, P, generator=gen, dtype=torch.float64)
+    direction[:20] = g_plus[:20]  # g ∥ g+: the ratio bound 1 − ε is attained
+    direction[20:40] = -g_plus[20:40]  # g ∥ −g+: 1 + ε is attained
+    direction = direction / direction.norm(dim=1, keepdim=True)
+    gp, gm = _identity_case(eps, r, g_plus, direction)
+    out = conflict_metrics({"all": gp}, {"all": gm}, r)["all"]
+    assert torch.allclose(out["eps"], eps, rtol=1e-9)
+    assert torch.allclose(out["norm_full"], eps * r * g_plus.norm(dim=1), rtol=1e-9)
+    ratio = out["amplification"] / out["odds"]
+    lo, hi, cos_max = identity_bounds(eps)
+    assert torch.all(ratio >= lo - 1e-9) and torch.all(ratio <= hi + 1e-9)
+    assert torch.all(out["cos"] >= -1 - 1e-9) and torch.all(out["cos"] <= cos_max + 1e-9)
+    assert torch.allclose(ratio[:20], 1 - eps[:20]) and torch.allclose(ratio[20:40], 1 + eps[20:40])
+    assert torch.equal(out["identity_dominated"], eps < EPS_IDENTITY)
+    # A saturated r = 0.9 reading (ε = 0.05) vs a non-saturated one (ε = 0.5), same g+.
+    r9 = torch.tensor([0.9, 0.9], dtype=torch.float64)
+    gp9, gm9 = _identity_case(torch.tensor([0.05, 0.5], dtype=torch.float64), r9,
+                              g_plus[40:42], direction[40:42])
+    out9 = conflict_metrics({"all": gp9}, {"all": gm9}, r9)["all"]
+    assert out9["identity_dominated"].tolist() == [True, False]
+    assert abs(out9["amplification"][0].item() / 9 - 1) <= 0.05 + 1e-9
+    assert out9["cos"][0].item() <= -1 + 0.05**2 / (2 * 0.95**2) + 1e-12  # ≤ −0.9986
+
+
+def test_identity_threshold_documented_numbers():
+    lo, hi, cos_max = identity_bounds(EPS_IDENTITY)
+    assert (lo, hi) == pytest.approx((0.75, 1.25)) and cos_max == pytest.approx(-0.9444, abs=1e-4)
+    assert identity_bounds(0.1)[2] == pytest.approx(-0.99383, abs=1e-5)
+
+
+def test_eps_against_an_independent_full_gradient(trainer):
+    """ε = ‖g‖/(r‖g+‖) with g the full-training-set mean gradient from plain autograd."""
+    tr = trainer
+    frame = gradient_conflict(tr.model, tr.data)
+    cons = tr.data.train_consistent
+    for e in range(3):
+        g = _by_module(_reference(tr, e, torch.ones_like(cons)))
+        gp = _by_module(_reference(tr, e, cons))
+        r = cons[e].double().mean().item()
+        for m in ("all", "embed", "attn0", "mlp1", "unembed"):
+            row = frame[(frame.member == e) & (frame.module == m)].iloc[0]
+            assert row.norm_full == pytest.approx(g[m].norm().item(), rel=1e-3, abs=1e-7)
+            assert row.eps == pytest.approx(g[m].norm().item() / (r * gp[m].norm().item()),
+                                            rel=1e-3)
+            assert row.identity_dominated == (row.eps < EPS_IDENTITY)
+    assert frame[frame.member == 3].eps.isna().all()  # r = 1: no anti group
+
+
+def _example_norms_by_hand(tr, e, mask, k):
+    """Mean over the first ``k`` group examples (training order) of ‖∇ℓ_i‖, one backward each."""
+    alone = EnsembleTransformer(tr.cfg, 1)
+    with torch.no_grad():
+        for p, q in zip(alone.parameters(), tr.model.parameters(), strict=True):
+            p.copy_(q[e : e + 1])
+    idx = torch.nonzero(mask[e]).flatten()[:k]
+    norms = {}
+    for i in idx:
+        x, y = tr.data.train_x[e, i][None, None], tr.data.train_y[e, i][None]
+        loss = F.cross_entropy(alone(x)[0], y)
+        grads = torch.autograd.grad(loss, list(alone.parameters()))
+        names = [n for n, _ in alone.named_parameters()]
+        per = _by_module({n: g[0].flatten() for n, g in zip(names, grads, strict=True)})
+        for m, g in per.items():
+            norms.setdefault(m, []).append(g.double().norm())
+    return {m: torch.stack(v).mean().item() for m, v in norms.items()}
+
+
+def test_per_example_gradient_norms_match_a_loop(trainer):
+    tr = trainer
+    cons = tr.data.train_consistent
+    for mask in (cons, ~cons):
+        got = example_gradient_norms(tr.model, tr.data.train_x, tr.data.train_y, mask,
+                                     max_examples=20, chunk=7)
+        for e in range(3):
+            want = _example_norms_by_hand(tr, e, mask, 20)
+            for m, v in want.items():
+                assert got[m][e].item() == pytest.approx(v, rel=1e-4), (e, m)
+        assert torch.isnan(got["all"][3]) == (not mask[3].any())
+    # over the whole group, the mean per-example norm bounds the group-mean gradient's norm
+    frame = gradient_conflict(tr.model, tr.data, max_examples=256)
+    ok = frame[frame.member < 3]
+    assert (ok.norm_plus <= ok.example_norm_plus * (1 + 1e-6)).all()
+    assert (ok.norm_minus <= ok.example_norm_minus * (1 + 1e-6)).all()
+    assert frame[frame.member == 3].example_norm_minus.isna().all()

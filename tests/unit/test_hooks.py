@@ -99,3 +99,37 @@ def test_unknown_hook_name_raises_and_attaches_nothing():
     ):
         pass
     assert not any(hp.has_hooks for hp in model.hook_dict.values())
+
+
+def test_ln_hook_normalized_is_before_the_affine_weights():
+    """TransformerLens ≥ 3.0 (PR #770): ``hook_normalized = (x − mean) / scale`` before ``w, b``.
+
+    Fails on the pre-issue-8 hook, which fired after the affine part (``· w + b``).
+    """
+    model, cfg = _model(E=2, layers=2)
+    with torch.no_grad():  # non-trivial affine weights, so before ≠ after
+        for n, p in model.named_parameters():
+            if n.endswith((".w", ".b")):
+                p.add_(0.5 * torch.randn_like(p))
+    x = torch.randint(0, cfg.vocab, (2, 5, cfg.seq_len))
+    _, cache = model.run_with_cache(x)
+    for layer in (0, 1):
+        for ln, inp in (("ln1", "hook_resid_pre"), ("ln2", "hook_resid_mid")):
+            pre = cache[f"blocks.{layer}.{inp}"]
+            centred = pre - pre.mean(-1, keepdim=True)
+            scale = (centred.pow(2).mean(-1, keepdim=True) + 1e-5).sqrt()
+            got = cache[f"blocks.{layer}.{ln}.hook_normalized"]
+            torch.testing.assert_close(cache[f"blocks.{layer}.{ln}.hook_scale"], scale)
+            torch.testing.assert_close(got, centred / scale, rtol=1e-5, atol=1e-5)
+            mod = getattr(model.blocks[layer], ln)
+            after = got * mod.w[:, None, None] + mod.b[:, None, None]
+            assert (after - got).abs().max() > 0.1  # the affine part is not in the hook
+    # A hook replacing hook_normalized still goes through w, b: set it to 0 → output = b.
+    seen = {}
+    with model.hooks([("blocks.0.ln1.hook_normalized", lambda t, hook: torch.zeros_like(t)),
+                      ("blocks.0.attn.hook_v", lambda t, hook: seen.setdefault("v", t))]):
+        model(x)
+    attn = model.blocks[0].attn
+    want = torch.einsum("ed,ehdk->ehk", model.blocks[0].ln1.b, attn.W_V) + attn.b_V
+    torch.testing.assert_close(seen["v"], want[:, None, None].expand_as(seen["v"]),
+                               rtol=1e-5, atol=1e-5)

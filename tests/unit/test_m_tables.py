@@ -69,15 +69,16 @@ def _acc(frame, **where):
 
 def test_ff_keeps_the_analytic_solution_perfect(analytic):
     ff = ff_table(analytic)
-    assert set(ff["network"]) == {"original", "G", "G_no_mu", "R"}
-    assert set(ff["subset"]) == set(SUBSETS) and len(ff) == 4 * 4 * E
-    for net in ("original", "G", "G_no_mu"):
+    assert set(ff["network"]) == {"original", "G", "G_no_mu", "G_dc", "R"}
+    assert set(ff["subset"]) == set(SUBSETS) and len(ff) == 5 * 4 * E
+    for net in ("original", "G", "G_no_mu", "G_dc"):
         np.testing.assert_allclose(_acc(ff, network=net, subset="test"), 1.0)
         np.testing.assert_allclose(_acc(ff, network=net, subset="train_clean"), 1.0)
         np.testing.assert_allclose(_acc(ff, network=net, subset="train_noisy_true"), 1.0)
         np.testing.assert_allclose(_acc(ff, network=net, subset="train_noisy"), 0.0)
     assert (_acc(ff, network="R", subset="test") < 0.2).all()  # R ≈ 0: nothing left
     np.testing.assert_allclose(ff["phase_error"], 0.0, atol=1e-4)
+    np.testing.assert_allclose(ff["phase_error_weighted"], 0.0, atol=1e-4)
 
 
 def test_swap_scores_every_activation(analytic):
@@ -118,7 +119,8 @@ def test_original_network_matches_the_trainers_metrics(tiny):
     noisy0 = _acc(ff, network="G", subset="train_noisy")[0]
     assert math.isnan(noisy0)  # α = 0: no noisy examples
     summary = ff_summary(ff.assign(epoch=200))
-    assert list(summary.columns[-4:]) == ["original", "G", "G_no_mu", "R"] and len(summary) == 2
+    assert list(summary.columns[-5:]) == ["original", "G", "G_no_mu", "G_dc", "R"]
+    assert len(summary) == 2
 
 
 def _metrics(run, curve):
@@ -145,9 +147,12 @@ def test_order_and_dd_tables_by_hand():
     assert bool(order.loc["a", "noisy_first_50"]) and not order.loc["b", "noisy_first_50"]
     assert not order.loc["c", "noisy_first_50"]  # a tie is not "first"
     assert math.isnan(order.loc["b", "first_train_noisy_90"])
+    assert order.loc["a", "lead_area"] > 0 > order.loc["b", "lead_area"]  # over all 3 steps
+    assert order.loc["c", "lead_area"] == 0  # a tie is no lead
     summary = order_summary(order.reset_index())
     assert list(summary["width"]) == [8, 16] and list(summary["n"]) == [2, 1]
-    assert summary.loc[0, "noisy_first_50"] == 0.5
+    assert list(summary["k_noisy_leads"]) == [1, 0]
+    assert (summary.loc[0, "k_50"], summary.loc[0, "n_50"]) == (1, 2)
     dd = dd_table(runs).set_index(["noise", "width"])
     assert dd.loc[(0.5, 8), "mean"] == pytest.approx(0.2) and dd.loc[(0.5, 8), "n"] == 2
     assert dd.loc[(0.5, 8), "final_noisy_acc"] == pytest.approx(0.9)

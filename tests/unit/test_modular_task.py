@@ -114,3 +114,36 @@ def test_frame_columns():
     test = df[df["split"] == "test"]
     assert (test["label"] == test["true_label"]).all() and not test["noisy"].any()
     assert int(df["noisy"].sum()) == d.n_noisy
+
+
+@pytest.mark.parametrize("mode", ["wrong", "symmetric"])
+def test_wrong_labels_are_uniform_over_the_wrong_classes(mode):
+    # SPEC M.1: a noisy label is uniform over the P − 1 wrong classes (add: the mirror pair
+    # shares the true label, so symmetric noise has the same P − 1). Every train label of 40
+    # data seeds is corrupted (α = 1); per true label c the wrong labels must cover the P − 1
+    # classes ≠ c uniformly: a chi-square test on the offsets (label − c) mod P ∈ 1..P−1 and on
+    # the (c, label) table, at a fixed seed range. A draw biased to c + 1 (an off-by-one in
+    # "c + 1 + ⌊r(P−1)⌋"), or one that can return c, fails.
+    from scipy.stats import chisquare
+
+    P = 17
+    true, wrong = [], []
+    for seed in range(40):
+        d = make_modular(op="add", p=P, train_frac=1.0, noise=1.0, noise_mode=mode,
+                         data_seed=seed)
+        # Symmetric noise draws one label per unordered pair: count each pair once, or the
+        # mirror copies would double every count and inflate the statistic.
+        once = d.x_train[:, 0] <= d.x_train[:, 1] if mode == "symmetric" else slice(None)
+        true.append(d.y_train_true[once])
+        wrong.append(d.y_train[once])
+    true, wrong = np.concatenate(true), np.concatenate(wrong)
+    assert (wrong != true).all()  # never the true label
+    offsets = (wrong - true) % P
+    counts = np.bincount(offsets, minlength=P)
+    assert counts[0] == 0
+    assert chisquare(counts[1:]).pvalue > 1e-3  # 11,560 draws over 16 offsets (wrong mode)
+    table = np.zeros((P, P), dtype=np.int64)
+    np.add.at(table, (true, wrong), 1)
+    for c in range(P):
+        cells = np.delete(table[c], c)  # the P − 1 wrong classes of true label c
+        assert chisquare(cells).pvalue > 1e-4, c  # ≈ 680 draws per true label (wrong mode)

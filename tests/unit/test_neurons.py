@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rulelab.analysis.analytic import all_pairs, analytic_solution
-from rulelab.analysis.fourier import evaluate_ff, network_accuracy
+from rulelab.analysis.fourier import network_accuracy
 from rulelab.analysis.neurons import (
     curve_frame,
     ff_subnetwork,
@@ -17,6 +17,7 @@ from rulelab.analysis.neurons import (
     strength,
     subnetwork,
 )
+from rulelab.models.mlp import mlp_logits
 
 
 def _random(E=2, M=16, P=13, seed=0, dtype=torch.float64):
@@ -130,13 +131,49 @@ def test_pruning_curve_endpoints_and_ipr_order():
     }
 
 
-def test_ff_on_full_subnetwork_equals_ff():
-    U, V, W, mu = _random(E=2, M=8, P=11, dtype=torch.float32)
-    x, y = all_pairs(11)
-    keep = torch.ones(2, 8, dtype=torch.bool)
-    sub, full = ff_subnetwork(U, V, W, mu, x, y, keep), evaluate_ff(U, V, W, mu, x, y)
-    for net in full:
-        torch.testing.assert_close(sub[net], full[net])
+def _padded(P=23, n_rule=256, n_junk=256, E=2, junk=0.3):
+    """Analytic neurons followed by as many *strong* random neurons: the full network is wrong
+    (≈ 13% on all pairs), the analytic half alone is 100% accurate."""
+    U, V, W, _ = analytic_solution(P, n_rule, n_members=E, dtype=torch.float64)
+    g = torch.Generator().manual_seed(3)
+    Uj, Vj = (junk * torch.randn(E, n_junk, P, generator=g, dtype=torch.float64) for _ in range(2))
+    Wj = junk * torch.randn(E, P, n_junk, generator=g, dtype=torch.float64)
+    return torch.cat((U, Uj), 1), torch.cat((V, Vj), 1), torch.cat((W, Wj), 2)
+
+
+def test_keeping_exactly_the_analytic_neurons_recovers_the_rule():
+    # An oracle for subnetwork / ff_subnetwork / pruning (the old test kept every neuron with an
+    # all-ones mask, which cannot fail): the padded network is wrong, its analytic half alone is
+    # perfect — directly, after FF, and as the IPR top-first half — and a random half is not.
+    P, E, n = 23, 2, 256
+    U, V, W = _padded(P, n, n, E)
+    x, y = all_pairs(P)
+    rule = torch.zeros(E, 2 * n, dtype=torch.bool)
+    rule[:, :n] = True
+    assert (network_accuracy(U, V, W, None, x, y, None, "quadratic")["all"] < 0.3).all()
+    sub = network_accuracy(*subnetwork(U, V, W, rule), None, x, y, None, "quadratic")["all"]
+    assert torch.equal(sub, torch.ones(E))
+    ff = ff_subnetwork(U, V, W, None, x, y, rule, None, "quadratic")
+    assert torch.equal(ff["G"]["all"], torch.ones(E))
+    curves = pruning_curve(U, V, W, None, x, y, None, ipr(U, V, W), [0.5], act="quadratic")
+    assert torch.equal(curves["top"]["all"][0], torch.ones(E))
+    assert (curves["random"]["all"][0] < 0.3).all()
+    assert (curves["bottom"]["all"][0] < 0.3).all()
+
+
+def test_subnetwork_equals_a_forward_without_the_removed_neurons():
+    # Zeroing rows of U, V and columns of W must equal a network that never had those neurons:
+    # a hand-written forward over the kept indices only (relu and a bias, so nothing cancels).
+    E, M, P = 2, 12, 11
+    U, V, W, mu = _random(E=E, M=M, P=P)
+    keep = torch.rand(E, M, generator=torch.Generator().manual_seed(4)) < 0.5
+    x, _ = all_pairs(P)
+    got = mlp_logits(*subnetwork(U, V, W, keep), mu, x.expand(E, -1, -1), "relu")
+    for e in range(E):
+        idx = keep[e].nonzero().squeeze(-1)
+        h = torch.relu(U[e, idx][:, x[:, 0]] + V[e, idx][:, x[:, 1]])  # [k, N]
+        want = (W[e][:, idx] @ h).T + mu[e]  # [N, P]
+        torch.testing.assert_close(got[e], want)
 
 
 def test_vectorized_matches_per_member_loop():

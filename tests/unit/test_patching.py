@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from rulelab.analysis.patching import logit_diff, patch_grid, run_patched
+from rulelab.analysis.patching import REL_GAP, logit_diff, normalise, patch_grid, run_patched
 from rulelab.analysis.twins import aligned_twins
 from rulelab.config import MPSPRunConfig
 from rulelab.models.transformer import EnsembleTransformer
@@ -96,7 +96,7 @@ def test_grid_shapes_and_last_layer_reads_only_cls():
 def test_one_layer_one_head_output_at_cls_carries_everything(ln):
     """1L·1H: the CLS residual is e_CLS + p_0 + b_O + z[CLS] W_O, so z at CLS scores 1."""
     model, x, tw, y, s = _setup(2, layers=1, heads=1, ln=ln)
-    g = patch_grid(model, x, tw, y, s)
+    g = patch_grid(model, x, tw, y, s, rel_gap=0.0)  # an identity: holds whatever the gap
     assert torch.allclose(g["z"][:, 0, 0, 0], torch.ones(3), atol=TOL)
     assert torch.allclose(g["z"][:, 0, 1:, 0], torch.zeros(3, N), atol=TOL)
     assert torch.allclose(g["mlp_out"][:, 0, 1:], torch.zeros(3, N), atol=TOL)
@@ -109,7 +109,7 @@ def test_uniform_attention_linear_model_by_hand():
     with torch.no_grad():
         model.blocks[0].attn.W_Q.zero_()
         model.blocks[0].attn.W_K.zero_()
-    g = patch_grid(model, x, tw, y, s)
+    g = patch_grid(model, x, tw, y, s, rel_gap=0.0)  # exact by hand, whatever the gap
     assert "mlp_out" not in g and "mlp_out_all" not in g
     P = {n: p.detach() for n, p in model.named_parameters()}
     ov = torch.einsum("evd,edh,ehm,emk->evk", P["W_E"], P["blocks.0.attn.W_V"][:, 0],
@@ -144,3 +144,32 @@ def test_rejects_consistent_originals():
     model, x, tw, y, s = _setup(2)
     with pytest.raises(ValueError, match="adversarial"):
         patch_grid(model, x, tw, y, y)
+
+
+def test_gap_guard_is_relative_to_the_logit_differences():
+    """A twin that moves LD by 1% of its size gives no score (NaN); the pre-issue-8 absolute
+    guard (|gap| < 1e-6) let it through and scored a 0.05 move as a 5× restoration."""
+    ld_orig = torch.tensor([10.0, 10.0, -2.0, 0.0, 1e-4])
+    ld_twin = torch.tensor([10.1, 12.0, 2.0, 0.0, 3e-4])
+    ld = torch.tensor([10.5, 11.0, 0.0, 0.5, 2e-4])
+    got = normalise(ld, ld_orig, ld_twin)
+    assert REL_GAP == 0.05
+    assert got[0].isnan()  # gap 0.1 < 0.05 · 20.1
+    assert got[1].item() == pytest.approx(0.5)  # gap 2 ≥ 0.05 · 22
+    assert got[2].item() == pytest.approx(0.5)  # sign change: gap 4 ≥ 0.05 · 4
+    assert got[3].isnan()  # no gap at all
+    assert got[4].item() == pytest.approx(0.5)  # tiny LDs but a large relative gap
+    # the threshold is a parameter: 0 keeps every non-zero gap
+    assert normalise(ld, ld_orig, ld_twin, rel_gap=0.0)[0].item() == pytest.approx(5.0, 1e-4)
+
+
+def test_patch_grid_masks_members_whose_twin_barely_moves():
+    """Member 1's twin is its own original (gap 0 relative to LDs of any size): its grids are
+    NaN, the others' are untouched — rows are never mixed across members."""
+    model, x, tw, y, s = _setup(2)
+    tw2 = tw.clone()
+    tw2[1] = x[1]
+    g, ref = patch_grid(model, x, tw2, y, s), patch_grid(model, x, tw, y, s)
+    for key in ("resid_pre", "z", "z_all", "mlp_out", "mlp_out_all"):
+        assert g[key][1].isnan().all(), key
+        assert torch.allclose(g[key][[0, 2]], ref[key][[0, 2]], atol=1e-6), key

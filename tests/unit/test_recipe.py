@@ -71,7 +71,7 @@ seeds: 1
     (("  layers: 1", "  seed: 4"), "r.yaml:4: base.seed: set model seeds with the top-level"),
     (("  weight_decay: [0.1, 0.2]", "  weight_decay: 0.1"), "r.yaml:8: grid.weight_decay: "
                                                             "must be a non-empty list"),
-    (("seeds: 3", "seeds: 0"), "r.yaml:9: seeds: 0 is not allowed; give a count ≥ 1"),
+    (("seeds: 3", "seeds: 0"), "r.yaml:9: seeds: 0 is not allowed; give a count from 1 to 100,000"),
     (("seeds: 3", "seeds: [1, -2]"), "r.yaml:9: seeds[1]: -2 is not allowed"),
     (("task: mpsp", "task: mnist"), "r.yaml:2: task: 'mnist' is not allowed; use one of"),
     (("experiment: tiny", "experiment: a b"), "r.yaml:1: experiment: 'a b' is not allowed"),
@@ -147,3 +147,65 @@ def test_study_s_recipes_are_the_reproduce_presets():
         recipe = load_recipe(EXPERIMENTS / f"shortcut_saturation/{scale}.yaml")
         recipe_ids = {c.run_id for c in recipe.configs()}
         assert ids == recipe_ids if relation == "equal" else ids < recipe_ids
+
+
+# --- hostile recipes (issue 12): refused with one line, before memory or time runs out -------
+def _bomb(levels: int) -> str:
+    """A YAML "billion laughs": 10**levels values from a few hundred bytes of aliases."""
+    text = "experiment: bomb\ntask: mpsp\ndescription:\n  - &l0 [a, a, a, a, a, a, a, a, a, a]\n"
+    for i in range(1, levels):
+        text += f"  - &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n"
+    return text
+
+
+@pytest.mark.parametrize("text, expected", [
+    (_bomb(9), r"^r\.yaml:\d+: too large: more than 100,000 values once aliases are expanded"),
+    ("experiment: x\ntask: mpsp\ndescription: " + "[" * 5000 + "]" * 5000 + "\n",
+     r"^r\.yaml: nested more than 32 levels deep"),
+    ("experiment: x\ntask: mpsp\ndescription: " + "[" * 40 + "]" * 40 + "\n",
+     r"^r\.yaml:3: nested more than 32 levels deep"),
+    ("experiment: x\ntask: mpsp\ndescription: &a [1, *a]\n", r"^r\.yaml:3: .*recursive alias"),
+    (GOOD.replace("seeds: 3", "seeds: {count: 1000000000}"),
+     r"^r\.yaml:9: seeds\.count: 1000000000 is not allowed; give a count from 1 to 100,000"),
+    (GOOD.replace("seeds: 3", "seeds: 1000000000"), r"^r\.yaml:9: seeds: 1000000000 is not"),
+    (GOOD.replace("seeds: 3", "seeds: 30000"), r"^r\.yaml:6: grid: 120,000 runs \(cells × "
+     r"seeds\) is not allowed; a recipe holds at most 100,000 runs"),
+    (GOOD.replace("  weight_decay: [0.1, 0.2]\n", "  heads: [1, true]\n"),
+     r"^r\.yaml:8: grid\.heads\[1\]: true is not allowed; it must be an integer"),
+])
+def test_hostile_recipes_are_refused_in_one_line(text, expected):
+    with pytest.raises(RecipeError, match=expected) as info:
+        parse(text)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (("layers: 1", "layers: true"), r"^r\.yaml:4: base\.layers: true is not allowed; it must "
+     r"be an integer, not a boolean"),  # before: accepted as layers = 1
+    (("d_model: 16", "d_model: 16\n  ln: 1"), r"^r\.yaml:6: base\.ln: 1 is not allowed; use "
+     r"true or false"),
+    (("seeds: 3", "seeds: 3\nexecution: {max_members: true}"), r"^r\.yaml:10: "
+     r"execution\.max_members: true is not allowed; it must be an integer"),
+    (("ratio: [0.5, 0.9]", "ratio: [0.5, false]"), r"grid\.ratio\[1\]: false is not allowed; it "
+     r"must be a number"),
+])
+def test_a_boolean_is_not_a_number_and_a_number_is_not_a_boolean(edit, expected):
+    with pytest.raises(RecipeError, match=expected):
+        parse(GOOD.replace(*edit))
+
+
+def test_a_binary_or_huge_file_is_one_line(tmp_path):
+    binary = tmp_path / "b.yaml"
+    binary.write_bytes(bytes(range(256)) * 4)  # before: UnicodeDecodeError traceback
+    with pytest.raises(RecipeError, match=r"b\.yaml: not a text file"):
+        load_recipe(binary)
+    huge = tmp_path / "h.yaml"
+    huge.write_text("# " + "x" * (2 << 20) + "\n" + GOOD)
+    with pytest.raises(RecipeError, match=r"h\.yaml: too large for a recipe"):
+        load_recipe(huge)
+
+
+def test_experiment_names_are_plain_text():
+    for name in ("'[/bold]'", "'[link=https://example.com]x[/link]'", "x" * 101):
+        with pytest.raises(RecipeError, match=r"^r\.yaml:1: experiment: .* is not allowed"):
+            parse(GOOD.replace("experiment: tiny", f"experiment: {name}"))

@@ -31,13 +31,16 @@ def make_lab(epochs: int = 20, seeds: int = 3, weight_decays=(0.1,)):
                 won = seed < wins
                 adv = np.clip(np.linspace(0.05, 1.3 if won else 0.4, epochs), 0, 1)
                 first = float(ep[np.argmax(adv >= 1.0)]) if won else np.nan
+                # the paper's setting (SPEC S.1–S.3): its numbers may stand beside these
                 runs.append(dict(run_id=run_id, status="done", layers=layers, heads=layers,
                                  ratio=ratio, weight_decay=wd, label_mod=2, shortcut="max",
-                                 seq_len=10, vocab=64, n_train=16384, epochs=int(ep[-1]),
-                                 lr=1e-3, seed=seed, generalized=won, first_epoch_100=first,
+                                 seq_len=10, vocab=64, n_train=16384, epochs=15000,
+                                 batch_size=0, lr=1e-3, d_model=64, d_mlp=128, seed=seed,
+                                 generalized=won, adv_generalized=won,
+                                 first_epoch_generalized=first, first_epoch_adv_100=first,
                                  max_adv_acc=adv.max(), final_adv_acc=adv[-1],
                                  code_version="0.1.0+g1234567"))
-                val = np.minimum(1.0, 0.6 + 0.05 * np.arange(epochs))
+                val = np.minimum(1.0, 0.6 + 0.05 * np.arange(epochs))  # 100% from epoch 90
                 loss_c = np.exp(-0.2 * np.arange(epochs)) + 1e-3
                 loss_a = 2 * np.exp(-0.05 * np.arange(epochs)) + rng.uniform(0, 0.05, epochs)
                 for split, metric, values in [("val", "acc", val), ("adv", "acc", adv),
@@ -45,7 +48,8 @@ def make_lab(epochs: int = 20, seeds: int = 3, weight_decays=(0.1,)):
                                               ("train_anti", "loss", loss_a)]:
                     metrics.append(pd.DataFrame(dict(run_id=run_id, epoch=ep, split=split,
                                                      metric=metric, value=values)))
-    base = dict(runs[-1], generalized=None, first_epoch_100=np.nan, max_adv_acc=np.nan)
+    base = dict(runs[-1], generalized=None, adv_generalized=None,
+                first_epoch_generalized=np.nan, first_epoch_adv_100=np.nan, max_adv_acc=np.nan)
     runs.append(dict(base, run_id="failed-1", status="failed", seed=90))
     runs.append(dict(base, run_id="pending-1", status="pending", seed=91))
     return pd.DataFrame(runs), pd.concat(metrics, ignore_index=True)
@@ -75,7 +79,51 @@ def test_report_is_self_contained_with_rates(tmp_path):
     assert "a &lt; b &amp; c" in text and "<p><b>bold</b></p>" in text
     assert "0.1.0+g1234567" in text
     assert "<td>77%</td>" in text  # the paper's 2L, r = 0.9 reference beside our rate
+    assert "scale: n = 10, V = 64, N = 16,384, full batch" in text
+    assert "— the paper&#x27;s setting" in text and "paper column omitted" not in text
+    assert "adv-only" not in text  # both readings agree here: one rate column
+    assert "93.3% [80.0%, 100.0%]" not in text and "[40.0%, 40.0%]" in text  # seed ranges
     assert [p.name for p in out.parent.iterdir()] == ["report.html"]  # no temp file left
+
+
+def test_toy_scale_report_omits_the_paper_column(tmp_path):
+    # issue 8: the quick preset's setting is not the paper's, so the paper's numbers must not
+    # stand beside its rates (the old report printed them whatever the scale)
+    runs, metrics = make_lab()
+    runs = runs.assign(seq_len=6, vocab=6, n_train=2048, batch_size=64, epochs=100, lr=3e-3)
+    text = write_report(tmp_path / "r.html", title="quick", runs=runs, metrics=metrics,
+                        paper=PAPER).read_text()
+    assert "<td>77%</td>" not in text and "<th>paper</th>" not in text
+    assert "paper column omitted: the setting differs from the paper&#x27;s: n = 6 (paper 10)" \
+        in text
+    assert "minibatches of 64 (paper full batch)" in text and "3,200 steps" in text
+    assert "not the paper&#x27;s setting" in text
+
+
+def test_flipped_shortcut_runs_show_both_readings(tmp_path):
+    runs, metrics = make_lab()
+    flipped = runs.index[(runs.layers == 1) & (runs.ratio == 0.9) & (runs.status == "done")][:2]
+    runs.loc[flipped, "adv_generalized"] = True  # adv 100% with val low: the flipped shortcut
+    text = write_report(tmp_path / "r.html", title="t", runs=runs, metrics=metrics).read_text()
+    assert "adv-only, the paper&#x27;s text" in text and "flipped shortcut" in text
+    row = re.search(r"<tr><td>1</td><td>1</td><td>0.9</td>(.*?)</tr>", text).group(1)
+    assert format_rate(0, 3) in row and format_rate(2, 3) in row
+
+
+def test_old_lab_summaries_are_recomputed_from_metrics(tmp_path):
+    # a lab written before the val-and-adv criterion: ``first_epoch_100`` and an adv-only
+    # ``generalized``; its report must not crash and must count by the new criterion
+    runs, metrics = make_lab()
+    runs = runs.drop(columns=["adv_generalized", "first_epoch_adv_100",
+                              "first_epoch_generalized"])
+    runs["first_epoch_100"] = np.nan
+    won = runs.index[(runs.layers == 2) & (runs.ratio == 0.9) & (runs.status == "done")][:2]
+    runs.loc[won, "first_epoch_100"] = 160.0
+    val_low = metrics.run_id.isin(runs.loc[won[:1], "run_id"]) & (metrics.split == "val")
+    metrics.loc[val_low, "value"] = 0.3  # its adv hit 100% but val never did
+    text = write_report(tmp_path / "r.html", title="old", runs=runs, metrics=metrics).read_text()
+    row = re.search(r"<tr><td>2</td><td>2</td><td>0.9</td>(.*?)</tr>", text).group(1)
+    assert format_rate(1, 3) in row and format_rate(2, 3) in row  # new 1/3, adv-only 2/3
 
 
 def test_empty_lab_gets_a_message(tmp_path):

@@ -73,15 +73,29 @@ def test_a_diverging_member_fails_alone():
 
 
 def test_summary_records_generalization_and_transients():
+    # SPEC S.3: generalized = val and adv both 100% at ONE evaluation. Adv alone hits 100% at
+    # epoch 20 while val is 40% (the flipped shortcut's signature): only the paper's adv-only
+    # reading fires there. The old summary (adv alone) said generalized at 20 and, with adv
+    # at 0.9 at epoch 30, transient — both wrong; this test fails on it.
+    curve = [(0, 0.5, 0.2), (10, 0.7, 0.99), (20, 0.4, 1.0), (30, 0.99, 0.9), (40, 1.0, 1.0),
+             (50, 1.0, 0.97), (60, 0.999, 1.0)]  # (epoch, val, adv)
     s = MemberSummary(transient_threshold=0.95)
-    for epoch, adv in [(0, 0.2), (10, 0.99), (20, 1.0), (30, 0.97), (40, 0.9), (50, 1.0)]:
-        s.update(epoch, {("adv", "acc"): adv, ("val", "acc"): 1.0, ("train", "loss"): 0.1})
-    assert s.generalized and s.first_epoch_100 == 20 and s.transient
-    assert s.max_adv_acc == 1.0 and s.final_adv_acc == 1.0 and s.final_epoch == 50
-    t = MemberSummary()
-    for epoch, adv in [(0, 0.5), (10, 0.999)]:
-        t.update(epoch, {("adv", "acc"): adv, ("val", "acc"): 1.0, ("train", "loss"): 0.1})
-    assert not t.generalized and t.first_epoch_100 is None and not t.transient
+    for epoch, val, adv in curve:
+        s.update(epoch, {("adv", "acc"): adv, ("val", "acc"): val, ("train", "loss"): 0.1})
+    assert s.adv_generalized and s.first_epoch_adv_100 == 20
+    assert s.generalized and s.first_epoch_generalized == 40
+    assert not s.transient  # after epoch 40 adv never fell below 0.95 (0.97 at 50)
+    assert s.max_adv_acc == 1.0 and s.final_adv_acc == 1.0 and s.final_val_acc == 0.999
+    assert s.final_epoch == 60
+    later = MemberSummary(transient_threshold=0.95)
+    for epoch, val, adv in [*curve, (70, 1.0, 0.94)]:
+        later.update(epoch, {("adv", "acc"): adv, ("val", "acc"): val, ("train", "loss"): 0.1})
+    assert later.transient  # generalized at 40, adv 0.94 < 0.95 at 70
+    flipped = MemberSummary()
+    for epoch, val, adv in [(0, 0.5, 0.5), (10, 0.0, 1.0), (20, 0.01, 1.0)]:
+        flipped.update(epoch, {("adv", "acc"): adv, ("val", "acc"): val, ("train", "loss"): 0.1})
+    assert flipped.adv_generalized and not flipped.generalized
+    assert flipped.first_epoch_generalized is None and not flipped.transient
 
 
 def test_members_must_share_shapes():

@@ -1,5 +1,6 @@
 """Aligned twins (SPEC S.4.4) checked on real MPSP adversarial splits and hand-built edge rows."""
 
+import itertools
 import time
 
 import numpy as np
@@ -47,35 +48,43 @@ def test_twins_on_real_adv_data(k, kind):
     assert np.array_equal(twins[~ok], x[~ok])  # failures are returned unchanged
 
 
-def _brute_ok(row, k, kind, vocab):
-    """Reference: does any (δ, compensator, ε) from the documented candidate sets work?"""
-    y, s = int(row.sum()) % k, int(row.max() if kind == "max" else row[0]) % k
-    p = int(row.argmax()) if kind == "max" else 0
-    d = (y - s) % k
-    for delta in (d, d - k, d + k):
-        for q in range(len(row)):
-            for eps in ((-delta) % k, (-delta) % k - k):
-                t = row.copy()
-                t[p] += delta
-                if q == p:
-                    continue
-                t[q] += eps
-                if t.min() < 0 or t.max() >= vocab:
-                    continue
-                if kind == "max" and not (t.argmax() == p and (t == t[p]).sum() == 1):
-                    continue
-                if t.sum() % k == y and t[p] % k == y:
-                    return True
-    return False
+def _all_twins(V, n, k, kind):
+    """Independent reference, from scratch with numpy over **every** sequence of ``[0, V)^n``:
+    for each adversarial sequence, the boolean row of all sequences that are a valid aligned
+    twin by SPEC S.4.4 — exactly two elements differ, one of them the shortcut element (x₁, or
+    an occurrence of the max that is the twin's unique max), same label, shortcut = label.
+    No candidate shifts are assumed: any values in range may be used."""
+    space = np.array(list(itertools.product(range(V), repeat=n)))
+    lab = space.sum(1) % k
+    sc = (space.max(1) if kind == "max" else space[:, 0]) % k
+    adv = space[lab != sc]
+    unique_max = (space == space.max(1, keepdims=True)).sum(1) == 1
+    top = space.argmax(1)  # the position of a twin's (unique) max
+    cands = np.zeros((len(adv), len(space)), dtype=bool)
+    for i, x in enumerate(adv):
+        diff = space != x
+        ok = (diff.sum(1) == 2) & (lab == x.sum() % k) & (sc == x.sum() % k)
+        if kind == "max":
+            ok &= unique_max & diff[np.arange(len(space)), top] & (x[top] == x.max())
+        else:
+            ok &= diff[:, 0]
+        cands[i] = ok
+    return space, adv, cands
 
 
 @pytest.mark.parametrize("kind", ["max", "first"])
 @pytest.mark.parametrize("k", [2, 3])
-def test_twins_fail_only_when_no_twin_exists(k, kind):
-    x = _adv(k, kind)[:1000]
-    _, ok = aligned_twins(x, k, kind, V, np.random.default_rng(0))
-    ref = np.array([_brute_ok(row, k, kind, V) for row in x])
-    assert np.array_equal(ok, ref)
+@pytest.mark.parametrize(("V", "n"), [(6, 4), (5, 5)])
+def test_twins_found_exactly_when_a_brute_force_search_finds_one(V, n, k, kind):
+    """Over all sequences: ok ⇔ some aligned twin exists, and each twin returned is one of them.
+    Fails on the pre-issue-8 search, which tried compensator shifts |ε| < k only and missed
+    e.g. [0, 0, 5, 5] → [0, 0, 4, 2] (V = 6, k = 2: the tied max must drop by 3)."""
+    space, adv, cands = _all_twins(V, n, k, kind)
+    twins, ok = aligned_twins(adv, k, kind, V, np.random.default_rng(0))
+    assert np.array_equal(ok, cands.any(1))
+    index = {tuple(row): i for i, row in enumerate(space)}
+    assert all(cands[i, index[tuple(twins[i])]] for i in np.flatnonzero(ok))
+    assert np.array_equal(twins[~ok], adv[~ok])
 
 
 def test_twins_deterministic_and_rng_dependent():
@@ -95,9 +104,13 @@ def test_twins_hand_built_rows():
     # max 6 (s=0), sum 6+1+2=9 (y=1). δ=+1 → 7; compensator ±1 stays below 7.
     tw, ok = aligned_twins(np.array([[6, 1, 2]]), 2, "max", 8, rng)
     assert ok[0] and tw[0, 0] == 7 and label_of(tw, 2)[0] == 1 and tw[0, 1:].max() < 7
-    # max at V-1=7 tied → cannot go up (range) nor down (tie): no twin.
+    # max at V-1=7 tied → cannot go up (range); down by 1 only if the other 7 (the
+    # compensator, ε odd) drops below 6: ±1 cannot, ε = −3 can (a larger compensator tier).
     tw, ok = aligned_twins(np.array([[7, 7, 2, 2]]), 2, "max", 8, rng)  # y=0, s=1
-    assert not ok[0] and np.array_equal(tw[0], [7, 7, 2, 2])
+    assert ok[0] and np.array_equal(tw[0], [6, 4, 2, 2])
+    # max at V-1 tied three times: the third 7 stays → no twin.
+    tw, ok = aligned_twins(np.array([[7, 7, 7, 1]]), 2, "max", 8, rng)  # y=0, s=1
+    assert not ok[0] and np.array_equal(tw[0], [7, 7, 7, 1])
     # untied max at V-1 goes down by 1 when the runner-up is below it: [7, 5, 2] y=0, s=1.
     tw, ok = aligned_twins(np.array([[7, 5, 2]]), 2, "max", 8, rng)
     assert ok[0] and tw[0, 0] == 6 and tw[0].argmax() == 0 and (tw[0] == 6).sum() == 1

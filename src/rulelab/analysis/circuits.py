@@ -18,6 +18,20 @@ position 0 and is never a key here):
   ``Spearman(v mod 2, logit_1 − logit_0)``. Positive = the head writes the token's own residue.
   Note: against a binary indicator |ρ| reaches 1 only when ``o_c`` takes two levels (an exact
   residue writer); perfect separation with varying magnitudes gives ≈ √3/2 for balanced classes.
+- ``ov_probe_acc``: how well ``v mod k`` is *linearly decodable* from what the head writes into
+  the residual stream when it attends to a token of value ``v`` — per key j the head's result
+  per unit attention, ``v_j W_O`` (``hook_v`` at j through ``W_O``; ``b_O`` is shared by all
+  keys and absorbed by the intercept). Unlike ``ov_parity_rho`` this does not depend on the
+  path to the logits, so it also scores heads whose output is read by a later MLP or head.
+  A closed-form ridge probe (:func:`ov_probe_accuracy`) is fit with **token values held out**:
+  the values are cut into groups of k consecutive values (one of each residue), the groups
+  into ``min(#groups, 5)`` folds; each fold's values are predicted by a probe fit on the other
+  folds' values only, and the score is the accuracy averaged over values (chance ≈ 1/k).
+  Holding out values rather than examples matters at these sizes: with ``V ≤ d_head`` any
+  head with a generic ``W_V`` makes *every* function of ``v`` — token identity — linearly
+  decodable from seen values, so an example split would score ≈ 1 for almost any head; only a
+  head that writes the residue along a shared direction generalises to unseen values.
+  NaN when ``V < 2k`` (each fold must leave a full group, every residue, to train on).
 - Without LayerNorm (``cfg.ln`` False) also the weight-based ``qk_rho_weights`` and
   ``ov_parity_rho_weights`` for layer-0 heads (NaN for later layers, whose inputs are not
   embeddings), with ``p̄`` the mean content-position embedding (research notes §6 items 5–6):
@@ -32,6 +46,7 @@ import math
 import numpy as np
 import pandas as pd
 import torch
+import torch.nn.functional as F
 
 
 def _avg_ranks(x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -75,6 +90,53 @@ def ov_parity_rho(logits: torch.Tensor, values: torch.Tensor, mask=None) -> torc
     return spearman(ind, own, dim=-2, mask=m).mean(-1)  # mean over classes c
 
 
+PROBE_FOLDS = 5
+PROBE_RIDGE = 1e-3  # λ = PROBE_RIDGE · tr(XᵀX)/D on centred features: scale-free
+
+
+def ov_probe_accuracy(v: torch.Tensor, W_O: torch.Tensor, vals: torch.Tensor, k: int, V: int,
+                      ridge: float = PROBE_RIDGE, folds: int = PROBE_FOLDS) -> torch.Tensor:
+    """Value-held-out ridge probe of ``v mod k`` from a head's per-key writes → ``[E, H]``.
+
+    ``v [E, H, N, dh]`` the keys' value vectors (``hook_v``), ``W_O [E, H, dh, d]``,
+    ``vals [E, N]`` the keys' token values. Features are ``x_j = v_j W_O`` (module docstring);
+    the probe is least squares on one-hot targets with an unpenalised intercept and ridge
+    ``λ = ridge · tr(X̃ᵀX̃)/d`` (X̃ centred on the training rows), solved in closed form for all
+    members, heads and folds at once: ``A = W_Oᵀ (ṼᵀṼ) W_O + λI`` keeps the heavy products
+    in ``d_head`` space. Score: accuracy on held-out keys, averaged over the token values.
+    """
+    E, H, N, dh = v.shape
+    groups = -(-V // k)  # ceil(V/k) groups of k consecutive values, one of each residue
+    if V // k < 2:  # a fold must leave a full group (every residue) to train on
+        return torch.full((E, H), math.nan, dtype=torch.float64, device=v.device)
+    n_folds = min(groups, folds)
+    v, W_O = v.to(torch.float64), W_O.to(torch.float64)
+    vals = vals.long()
+    fold = (vals // k) % n_folds  # [E, N]
+    y = F.one_hot(vals % k, k).to(torch.float64)[:, None]  # [E, 1, N, k]
+    correct = torch.zeros(E, H, N, dtype=torch.float64, device=v.device)
+    eye = torch.eye(W_O.shape[-1], dtype=torch.float64, device=v.device)
+    for f in range(n_folds):
+        w = (fold != f).to(torch.float64)[:, None, :, None]  # [E, 1, N, 1] training rows
+        n = w.sum(2).clamp(min=1)  # [E, 1, 1]
+        mu_v = (v * w).sum(2, keepdim=True) / n[..., None]  # [E, H, 1, dh]
+        mu_y = (y * w).sum(2, keepdim=True) / n[..., None]  # [E, 1, 1, k]
+        vc = v - mu_v
+        gram = (vc * w).transpose(-1, -2) @ vc  # [E, H, dh, dh]
+        cross = (vc * w).transpose(-1, -2) @ (y - mu_y)  # [E, H, dh, k]
+        A = W_O.transpose(-1, -2) @ gram @ W_O  # [E, H, d, d]
+        lam = ridge * A.diagonal(dim1=-2, dim2=-1).sum(-1) / A.shape[-1]  # [E, H]
+        A = A + (lam.clamp(min=1e-12))[..., None, None] * eye
+        beta = torch.linalg.solve(A, W_O.transpose(-1, -2) @ cross)  # [E, H, d, k]
+        pred = vc @ (W_O @ beta) + mu_y  # [E, H, N, k]
+        hit = (pred.argmax(-1) == vals[:, None] % k).to(torch.float64)
+        correct += hit * (fold == f).to(torch.float64)[:, None]  # held-out rows only
+    per_value = _per_value(correct, vals, V)  # [E, H, V]
+    count = _per_value(torch.ones_like(correct[:, :1]), vals, V)[:, 0]  # [E, V]
+    seen = (count > 0)[:, None].to(torch.float64)
+    return (per_value / count.clamp(min=1)[:, None] * seen).sum(-1) / seen.sum(-1)
+
+
 def _per_value(a: torch.Tensor, vals: torch.Tensor, V: int) -> torch.Tensor:
     """Sum ``a [E, G, N, ...]`` into value bins by ``vals [E, N]`` → ``[E, G, V, ...]``."""
     E, G, N = a.shape[:3]
@@ -103,8 +165,9 @@ def _weight_fingerprints(model) -> tuple[torch.Tensor, torch.Tensor]:
 def fingerprints(model, x: torch.Tensor) -> pd.DataFrame:
     """QK/OV fingerprints of every head on a batch ``x [E, B, n]`` (SPEC S.4.5).
 
-    One row per (member, layer, head): ``qk_rho, first_mass, ov_parity_rho`` and, when the
-    model has no LayerNorm, ``qk_rho_weights, ov_parity_rho_weights`` (module docstring).
+    One row per (member, layer, head): ``qk_rho, first_mass, ov_parity_rho, ov_probe_acc``
+    and, when the model has no LayerNorm, ``qk_rho_weights, ov_parity_rho_weights`` (module
+    docstring).
     """
     cfg = model.cfg
     E, B, n = x.shape
@@ -124,7 +187,8 @@ def fingerprints(model, x: torch.Tensor) -> pd.DataFrame:
     else:
         inv_scale = torch.ones(E, B, dtype=torch.float64, device=x.device)
 
-    qk, first, ov = (torch.empty(E, L, H, dtype=torch.float64, device=x.device) for _ in "abc")
+    qk, first, ov, probe = (torch.empty(E, L, H, dtype=torch.float64, device=x.device)
+                            for _ in "abcd")
     for l in range(L):
         pat = cache[f"blocks.{l}.attn.hook_pattern"][:, :, :, 0, 1:].to(torch.float64)  # [E,B,H,n]
         first[:, l] = pat[..., 0].mean(1)
@@ -141,11 +205,14 @@ def fingerprints(model, x: torch.Tensor) -> pd.DataFrame:
         dla_v = _per_value(dla.reshape(E, H, B * n, k), vals, V)  # [E, H, V, k]
         per_unit = dla_v / att_v.clamp(min=1e-30)[..., None]  # per unit attention
         ov[:, l] = ov_parity_rho(per_unit, values, mask=(seen[:, None] & (att_v > 0)))
+        keys = v.permute(0, 3, 1, 2, 4).reshape(E, H, B * n, -1)  # [E, H, B·n, dh]
+        probe[:, l] = ov_probe_accuracy(keys, model.blocks[l].attn.W_O, vals, k, V)
 
     grid = np.stack(np.meshgrid(np.arange(E), np.arange(L), np.arange(H), indexing="ij"), -1)
     df = pd.DataFrame(grid.reshape(-1, 3), columns=["member", "layer", "head"])
     flat = lambda t: t.reshape(-1).cpu().numpy()  # noqa: E731  [E, L, H] → rows
     df["qk_rho"], df["first_mass"], df["ov_parity_rho"] = flat(qk), flat(first), flat(ov)
+    df["ov_probe_acc"] = flat(probe)
     if not cfg.ln:
         qk_w, ov_w = (torch.full((E, L, H), math.nan, dtype=torch.float64) for _ in "ab")
         qk_w[:, 0], ov_w[:, 0] = (t.cpu() for t in _weight_fingerprints(model))

@@ -14,7 +14,12 @@ Conventions
   ``(AP/2) e^{iφ}``). Gromov's ``w_m(q) = A cos(−2πσq/P − φ¹ − φ²) = A cos(2πσq/P + φ¹ + φ²)``
   therefore has phase ``φ_c = φ¹ + φ²``, and the add residual ``φ_a + φ_b − φ_c`` is 0 for it.
 - G part = orthogonal projection onto ``span{cos, sin}(2πω_m i/P)`` (the two rfft bins ±ω_m,
-  DC dropped); R part = original − G.
+  DC dropped); R part = original − G. With ``keep_dc`` G also keeps each neuron's DC term (the
+  k = 0 bin, the mean of ``u_m``, ``v_m``, ``w_m`` over tokens): a constant shift of a neuron's
+  pre-activation matters to a ReLU, and the paper does not say whether FF drops it.
+- Phase error: ``phase_sum_error`` averages ``|φ_a ± φ_b − φ_c|`` over neurons, every neuron
+  alike; ``phase_sum_error(weighted=True)`` weights neuron ``m`` by its power at its frequency,
+  ``|û_ω|² + |v̂_ω|² + |ŵ_ω|²``, so a dead neuron (whose phases are noise) counts zero.
 - Accuracy subsets are boolean masks ``[E, N]`` over the rows of ``x [E, N, 2]`` / ``y [E, N]``
   (e.g. ``{"train_clean": …, "train_noisy": …, "test": …}``; ``y`` holds the labels each subset
   is scored against, i.e. the corrupted labels on noisy-train). An empty subset scores NaN.
@@ -65,31 +70,37 @@ def phases(x: torch.Tensor, freq: torch.Tensor) -> torch.Tensor:
     return torch.angle(coef)
 
 
-def project_onto_frequency(Wt: torch.Tensor, freq: torch.Tensor) -> torch.Tensor:
-    """Project each row of ``Wt [E, M, P]`` onto ``span{cos, sin}(2π freq_m i/P)`` (G part).
+def project_onto_frequency(Wt: torch.Tensor, freq: torch.Tensor,
+                           keep_dc: bool = False) -> torch.Tensor:
+    """Project each row of ``Wt [E, M, P]`` onto ``span{cos, sin}(2π freq_m i/P)`` (G part),
+    plus the constant vector when ``keep_dc``.
 
-    Keeps rfft bin ``freq [E, M]`` (with ``1 ≤ freq < P/2``) and zeroes the rest; the inverse
-    rfft of one bin is exactly the projection, since cos and sin of that frequency are orthogonal
-    with squared norm ``P/2``.
+    Keeps rfft bin ``freq [E, M]`` (with ``1 ≤ freq < P/2``; and bin 0 with ``keep_dc``) and
+    zeroes the rest; the inverse rfft of those bins is exactly the projection, since the
+    constant, cos and sin of that frequency are orthogonal.
     """
     P = Wt.shape[-1]
     X = spectrum(Wt)  # [E, M, ⌊P/2⌋+1]
     keep = torch.zeros(X.shape, dtype=torch.bool, device=X.device)
     keep.scatter_(-1, freq.unsqueeze(-1), True)
+    if keep_dc:
+        keep[..., 0] = True
     return torch.fft.irfft(X * keep, n=P, dim=-1).to(Wt.dtype)
 
 
-def filter_network(U, V, W, mu, freq: torch.Tensor | None = None) -> tuple[Weights, Weights]:
+def filter_network(U, V, W, mu, freq: torch.Tensor | None = None,
+                   keep_dc: bool = False) -> tuple[Weights, Weights]:
     """FF split (SPEC M.4.3): ``(G, R)`` weights, each ``(U, V, W, μ)``.
 
     G keeps each neuron's dominant frequency (``freq [E, M]``, default :func:`dominant_frequency`)
-    in ``u_m, v_m, w_m`` and carries μ; R = original − G and carries no μ (μ is not a neuron
-    weight; :func:`evaluate_ff` also scores G without μ and R with μ).
+    in ``u_m, v_m, w_m`` — and its DC term with ``keep_dc`` — and carries μ; R = original − G
+    and carries no μ (μ is not a neuron weight; :func:`evaluate_ff` also scores G without μ and
+    R with μ).
     """
     freq = dominant_frequency(U, V, W) if freq is None else freq
-    UG = project_onto_frequency(U, freq)
-    VG = project_onto_frequency(V, freq)
-    WG = project_onto_frequency(W.transpose(1, 2), freq).transpose(1, 2)  # back to [E, P, M]
+    UG = project_onto_frequency(U, freq, keep_dc)
+    VG = project_onto_frequency(V, freq, keep_dc)
+    WG = project_onto_frequency(W.transpose(1, 2), freq, keep_dc).transpose(1, 2)  # [E, P, M]
     return (UG, VG, WG, mu), (U - UG, V - VG, W - WG, None)
 
 
@@ -135,13 +146,15 @@ def network_accuracy(U, V, W, mu, x, y, masks=None, act: str = "relu"):
     return masked_accuracy(predictions(U, V, W, mu, x, act) == y, masks)
 
 
-def evaluate_ff(U, V, W, mu, x, y, masks=None, act: str = "relu", freq=None):
+def evaluate_ff(U, V, W, mu, x, y, masks=None, act: str = "relu", freq=None,
+                keep_dc: bool = False):
     """FF evaluation (SPEC M.4.3): ``{network: {subset: [E] accuracy}}``.
 
-    Networks: ``original``; ``G`` (dominant-frequency part with μ); ``G_no_mu``; ``R`` (residual,
-    no μ); ``R_mu`` (residual with μ). Subsets are ``masks`` (module conventions).
+    Networks: ``original``; ``G`` (dominant-frequency part with μ, plus each neuron's DC term
+    with ``keep_dc``); ``G_no_mu``; ``R`` (residual, no μ); ``R_mu`` (residual with μ). Subsets
+    are ``masks`` (module conventions).
     """
-    (UG, VG, WG, _), (UR, VR, WR, _) = filter_network(U, V, W, mu, freq)
+    (UG, VG, WG, _), (UR, VR, WR, _) = filter_network(U, V, W, mu, freq, keep_dc)
     nets = {
         "original": (U, V, W, mu),
         "G": (UG, VG, WG, mu),
@@ -169,10 +182,28 @@ def phase_sum_residual(U, V, W, freq: torch.Tensor | None = None, op: str = "add
     return torch.atan2(torch.sin(r), torch.cos(r))
 
 
-def phase_sum_error(U, V, W, freq: torch.Tensor | None = None, op: str = "add") -> torch.Tensor:
+def frequency_power(U, V, W, freq: torch.Tensor | None = None) -> torch.Tensor:
+    """Each neuron's power at its frequency, ``|û_ω|² + |v̂_ω|² + |ŵ_ω|²`` → ``[E, M]``."""
+    freq = dominant_frequency(U, V, W) if freq is None else freq
+    coef = spectrum(neuron_vectors(U, V, W)).gather(-1, freq[None, ..., None].expand(3, -1, -1, 1))
+    return coef.squeeze(-1).abs().square().sum(0)
+
+
+def phase_sum_error(U, V, W, freq: torch.Tensor | None = None, op: str = "add",
+                    weighted: bool = False) -> torch.Tensor:
     """Mean over neurons of ``|phase_sum_residual|`` → ``[E]`` radians in [0, π] (SPEC M.4.3).
 
-    Unweighted: every neuron counts, however small. Random phases give ≈ π/2; the analytic
-    solution gives 0. For a phase MSE use ``phase_sum_residual(...).square().mean(-1)``.
+    Unweighted (default): every neuron counts, however small, so dead neurons — whose phases are
+    noise — pull it towards π/2. ``weighted=True``: the mean weighted by
+    :func:`frequency_power`, so a neuron counts by how much of its frequency it carries and a dead
+    one counts zero (NaN for a member whose neurons are all zero). Random phases give ≈ π/2; the
+    analytic solution gives 0. For a phase MSE use ``phase_sum_residual(...).square().mean(-1)``.
     """
-    return phase_sum_residual(U, V, W, freq, op).abs().mean(-1)
+    freq = dominant_frequency(U, V, W) if freq is None else freq
+    err = phase_sum_residual(U, V, W, freq, op).abs()
+    if not weighted:
+        return err.mean(-1)
+    power = frequency_power(U, V, W, freq).to(err.dtype)
+    total = power.sum(-1)
+    return torch.where(total > 0, (power * err).sum(-1) / total.clamp(min=torch.finfo(
+        err.dtype).tiny), torch.full_like(total, math.nan))

@@ -56,11 +56,24 @@ def load_ensembles(
         trainer = trainer_class(chunk[0].task)(chunk, TrainOptions(device=device))
         with torch.no_grad():
             for e, c in enumerate(chunk):
-                for name, p in trainer.model.named_parameters():
-                    p[e].copy_(states[c.run_id]["params"][name])
+                _load_params(trainer, e, c.run_id, states[c.run_id]["params"], epoch)
         trainer.epoch = int(states[chunk[0].run_id]["epoch"])
         trainer.model.eval()
         yield trainer
+
+
+def _load_params(trainer, e: int, run_id: str, params: dict, epoch: int | None) -> None:
+    """Copy one member's stored weights; weights of another shape are one line naming the
+    file (a checkpoint copied from another run or lab), not a KeyError."""
+    for name, p in trainer.model.named_parameters():
+        try:
+            p[e].copy_(params[name])
+        except (KeyError, RuntimeError) as err:
+            where = (f"checkpoints/{run_id}.pt" if epoch is None
+                     else f"snapshots/{run_id}/{int(epoch):09d}.pt")
+            raise StoreError(f"{where} does not hold the weights of run {run_id} ({name}: "
+                             f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+                             "); move it away and re-train that run") from None
 
 
 def require_runs(configs: Sequence, lab: Lab, task: str) -> None:

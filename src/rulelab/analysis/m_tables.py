@@ -19,7 +19,14 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
-from rulelab.analysis.fourier import evaluate_ff, network_accuracy, phase_sum_residual
+from rulelab.analysis.fourier import (
+    dominant_frequency,
+    evaluate_ff,
+    network_accuracy,
+    phase_sum_error,
+    phase_sum_residual,
+)
+from rulelab.analysis.m_order import order_summary, order_table  # noqa: F401 (re-exported)
 from rulelab.analysis.neurons import (
     ff_subnetwork,
     ipr,
@@ -31,7 +38,8 @@ from rulelab.analysis.neurons import (
 from rulelab.analysis.swap import activation_swap
 
 SUBSETS = ("train_clean", "train_noisy", "train_noisy_true", "test")
-FF_NETWORKS = ("original", "G", "G_no_mu", "R")  # evaluate_ff also has R_mu; kept out for brevity
+# evaluate_ff also has R_mu, kept out for brevity; G_dc is G with each neuron's DC term kept.
+FF_NETWORKS = ("original", "G", "G_no_mu", "G_dc", "R")
 FRACTIONS = tuple(i / 10 for i in range(11))
 # Columns copied from each member's config so tables group without a join.
 CONFIG_COLS = ("p", "op", "width", "activation", "noise", "optimizer")
@@ -83,20 +91,27 @@ def _acc_rows(nested: dict, key: str, extra: dict | None = None) -> list[dict]:
 
 @torch.no_grad()
 def ff_table(tr) -> pd.DataFrame:
-    """Frequency filtering (SPEC M.4.3): accuracy of the original, G, G without μ and R networks
-    on each subset, plus each member's phase-sum error (mean |φ_a ± φ_b − φ_c| over neurons, in
-    radians; NaN for mul, where the Fourier structure is not additive)."""
+    """Frequency filtering (SPEC M.4.3): accuracy of the original, G, G without μ, G with each
+    neuron's DC term kept (``G_dc``) and R networks on each subset, plus each member's phase-sum
+    error in radians (NaN for mul, where the Fourier structure is not additive): the mean
+    |φ_a ± φ_b − φ_c| over neurons (``phase_error``), the same weighted by each neuron's power at
+    its frequency so dead neurons count zero (``phase_error_weighted``), and the MSE."""
     U, V, W, mu = weights(tr.model)
     x, y, masks = scored_rows(tr.data)
-    ff = evaluate_ff(U, V, W, mu, x, y, masks, tr.model.act)
+    act = tr.model.act
+    freq = dominant_frequency(U, V, W)
+    ff = evaluate_ff(U, V, W, mu, x, y, masks, act, freq)
+    ff["G_dc"] = evaluate_ff(U, V, W, mu, x, y, masks, act, freq, keep_dc=True)["G"]
     frame = pd.DataFrame(_acc_rows({n: ff[n] for n in FF_NETWORKS}, "network"))
     op = getattr(getattr(tr, "cfg", None), "op", "add")
     if op in ("add", "sub"):
-        res = phase_sum_residual(U, V, W, op=op)  # [E, M]
+        res = phase_sum_residual(U, V, W, freq, op=op)  # [E, M]
         err, mse = res.abs().mean(-1), res.square().mean(-1)
+        weighted = phase_sum_error(U, V, W, freq, op=op, weighted=True)
     else:
-        err = mse = torch.full((U.shape[0],), math.nan)
+        err = mse = weighted = torch.full((U.shape[0],), math.nan)
     frame["phase_error"] = [float(err[m]) for m in frame["member"]]
+    frame["phase_error_weighted"] = [float(weighted[m]) for m in frame["member"]]
     frame["phase_mse"] = [float(mse[m]) for m in frame["member"]]
     return _with_config(frame, tr)
 
@@ -168,7 +183,7 @@ def _mean(frame: pd.DataFrame, by: list[str], columns: str, value: str = "acc") 
 
 
 def ff_summary(ff: pd.DataFrame, subset: str = "test") -> pd.DataFrame:
-    """Mean ``subset`` accuracy of original / G / G_no_mu / R by noise and width."""
+    """Mean ``subset`` accuracy of original / G / G_no_mu / G_dc / R by noise and width."""
     table = _mean(ff[ff["subset"] == subset], ["noise", "width", "epoch"], "network")
     return table[[c for c in table.columns if c not in FF_NETWORKS]
                  + [n for n in FF_NETWORKS if n in table.columns]]
@@ -198,31 +213,6 @@ def best_pruned(neurons: pd.DataFrame, subset: str = "test") -> pd.DataFrame:
 # --- tables over stored runs and curves (SPEC M.4.1–M.4.2) --------------------------------------
 def _varying(runs: pd.DataFrame, cols: Sequence[str]) -> list[str]:
     return [c for c in cols if c in runs.columns and runs[c].nunique(dropna=False) > 1]
-
-
-def order_table(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
-    """Learning order per run (SPEC M.4.2): the first evaluated step at which clean-train and
-    noisy-train accuracy (vs the corrupted labels) reach 50% and 90%, with the run's config."""
-    from rulelab.analysis.modular_summary import learning_order
-
-    runs = runs[runs["status"].astype(str) == "done"] if "status" in runs else runs
-    metrics = metrics[metrics["run_id"].isin(runs["run_id"])]
-    keep = [c for c in ("run_id", "task", "noise", "width", "hidden", "activation", "optimizer",
-                        "seed") if c in runs.columns]
-    return learning_order(metrics).merge(runs[keep], on="run_id", how="left")
-
-
-def order_summary(order: pd.DataFrame) -> pd.DataFrame:
-    """Per noise (and width, activation, … where they vary): runs, mean first steps and the
-    share of runs whose noisy-train accuracy reached 50% / 90% strictly before clean-train."""
-    noisy = order[order["noise"] > 0] if "noise" in order else order
-    by = ["noise", *_varying(noisy, ("width", "hidden", "activation", "optimizer"))]
-    cols = {f"first_train_{s}_{p}": "mean" for s in ("clean", "noisy") for p in (50, 90)}
-    cols.update({f"noisy_first_{p}": "mean" for p in (50, 90)})
-    cols = {c: f for c, f in cols.items() if c in noisy.columns}
-    table = noisy.groupby(by, dropna=False).agg(n=("run_id", "size"), **{
-        c.replace("first_train_", "step_"): (c, f) for c, f in cols.items()})
-    return table.reset_index()
 
 
 def dd_table(runs: pd.DataFrame) -> pd.DataFrame:

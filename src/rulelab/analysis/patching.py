@@ -14,9 +14,18 @@ moves LD):
 
     score = (mean_b LD_patched − mean_b LD_orig) / (mean_b LD_twin − mean_b LD_orig)
 
-and NaN where ``|mean LD_twin − mean LD_orig| < min_gap``. Patched copies are stacked along
-the batch axis (``c`` copies of the original per forward, ``c·B ≤ max_batch``), never looped
-over members: every forward runs all ``E`` members at once.
+and NaN where the twin barely moves LD *relative to its size*:
+``|LD_twin − LD_orig| < rel_gap · (|LD_twin| + |LD_orig|)``, ``rel_gap`` = :data:`REL_GAP`
+(0.05: the gap must be at least 5% of the two LDs' magnitudes; below that the denominator is
+a small difference of large numbers and a patch moving LD by a rounding-level amount would
+read as a large share of it). An absolute floor (the old 1e-6) ignores scale: with LDs near
+10 a gap of 1e-3 passed it, and a patch moving LD by 0.01 read as a 10× restoration.
+
+Patched copies are stacked along the batch axis (``c`` copies of the original per forward,
+``c·B ≤ max_batch``), never looped over members: every forward runs all ``E`` members at once.
+Summaries over runs are medians split by the run's outcome (``generalized``), since the
+claims about these grids are conditional on it (:func:`rulelab.analysis.s_tables.
+patching_summary`).
 """
 
 from __future__ import annotations
@@ -43,13 +52,18 @@ def logit_diff(logits: torch.Tensor, y: torch.Tensor, s: torch.Tensor) -> torch.
     return both[..., 0] - both[..., 1]
 
 
+REL_GAP = 0.05
+
+
 def normalise(
-    ld: torch.Tensor, ld_orig: torch.Tensor, ld_twin: torch.Tensor, min_gap: float = 1e-6
+    ld: torch.Tensor, ld_orig: torch.Tensor, ld_twin: torch.Tensor, rel_gap: float = REL_GAP
 ) -> torch.Tensor:
-    """Batch-mean LDs ``[..., E]`` → score with twin = 1, original = 0 (NaN if no gap)."""
+    """Batch-mean LDs ``[..., E]`` → score with twin = 1, original = 0; NaN where
+    ``|LD_twin − LD_orig| < rel_gap · (|LD_twin| + |LD_orig|)`` or the gap is 0 (module doc)."""
     gap = ld_twin - ld_orig
     score = (ld - ld_orig) / gap
-    return torch.where(gap.abs() < min_gap, torch.full_like(score, float("nan")), score)
+    small = (gap.abs() < rel_gap * (ld_twin.abs() + ld_orig.abs())) | (gap == 0)
+    return torch.where(small, torch.full_like(score, float("nan")), score)
 
 
 def _index(pos: int | None, head: int | None) -> tuple:
@@ -117,7 +131,7 @@ def patch_grid(
     shortcut: torch.Tensor | None = None,
     *,
     max_batch: int = 4096,
-    min_gap: float = 1e-6,
+    rel_gap: float = REL_GAP,
 ) -> dict[str, torch.Tensor]:
     """Twin → original patching grids, normalised (twin 1, original 0) per member (S.4.4).
 
@@ -130,6 +144,8 @@ def patch_grid(
     - ``z_all [E, L, H]``: one head's output at all positions;
     - ``mlp_out [E, L, T]`` and ``mlp_out_all [E, L]`` (only when the model has MLPs);
     - ``ld_orig, ld_twin [E]``: batch-mean logit differences of the two unpatched runs.
+
+    A member whose twin–original gap is below ``rel_gap`` of their size gets NaN scores.
     """
     if x_orig.shape != x_twin.shape or x_orig.dim() != 3 or y.shape != x_orig.shape[:2]:
         raise ValueError("need x_orig, x_twin [E, B, n] and y [E, B]")
@@ -163,7 +179,7 @@ def patch_grid(
         add("mlp_out_all", (L,), [[(mlp[l], None, None)] for l in range(L)])
 
     ld = run_patched(model, x_orig, cache, sets, y, s, max_batch=max_batch).mean(-1)  # [S, E]
-    score = normalise(ld, ld_orig, ld_twin, min_gap).T  # [E, S]
+    score = normalise(ld, ld_orig, ld_twin, rel_gap).T  # [E, S]
     out, start = {}, 0
     for key, shape in layout:
         size = int(np.prod(shape))

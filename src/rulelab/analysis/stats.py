@@ -42,7 +42,10 @@ NOT_CONFIG = frozenset(
         "chunk_id",
         "host",
         "generalized",
+        "adv_generalized",
         "first_epoch_100",
+        "first_epoch_generalized",
+        "first_epoch_adv_100",
         "max_adv_acc",
         "max_test_acc",
         "failed_reason",
@@ -53,6 +56,7 @@ NOT_CONFIG = frozenset(
         "epochs_done",
         "steps_done",
         "phase2_onset",
+        "phase2_censored",
         "summary",
     }
 )
@@ -133,34 +137,35 @@ def flag_values(values: pd.Series) -> pd.Series:
 def rate_table(runs: pd.DataFrame, by: list[str], flag: str = "generalized") -> pd.DataFrame:
     """Rate of ``flag`` per group of ``by`` columns, over finished runs (SPEC S.3).
 
-    Columns: ``*by, n, k, rate, ci_low, ci_high, n_failed`` and ``mean_max_adv`` when
-    ``runs`` has ``max_adv_acc``. ``n`` counts runs with status ``"done"``, ``k`` those among
+    Columns: ``*by, n, k, rate, ci_low, ci_high, n_failed`` and, when ``runs`` has
+    ``max_adv_acc``, its mean over the finished seeds with their range (``mean_max_adv,
+    max_adv_min, max_adv_max``). ``n`` counts runs with status ``"done"``, ``k`` those among
     them whose flag is true (a missing flag on a done run counts as false); pending or running
     runs are left out, failed ones counted in ``n_failed``. A group with no finished run has
-    ``n = 0``, rate NaN and interval (0, 1).
+    ``n = 0``, rate NaN and interval (0, 1). A lab where no run has finished yet has no summary
+    columns at all: the flag column may then be absent (every ``k`` is 0).
     """
     by = list(by)
-    missing = [c for c in [*by, "status", flag] if c not in runs.columns]
+    missing = [c for c in [*by, "status"] if c not in runs.columns]
+    status = runs["status"].astype(str) if "status" in runs.columns else None
+    if flag not in runs.columns and (status is None or status.eq("done").any()):
+        missing.append(flag)  # a finished run always has its summary: a real omission
     if missing:
         raise KeyError(f"rate_table: runs has no column(s) {missing}")
-    status = runs["status"].astype(str)
-    frame = pd.DataFrame(
-        {
-            "_done": status.eq("done"),
-            "_failed": status.eq("failed"),
-        },
-        index=runs.index,
-    )
-    frame["_hit"] = frame["_done"] & flag_values(runs[flag])
+    frame = pd.DataFrame({"_done": status.eq("done"), "_failed": status.eq("failed")},
+                         index=runs.index)
+    flags = flag_values(runs[flag]) if flag in runs.columns else False
+    frame["_hit"] = frame["_done"] & flags
     has_adv = "max_adv_acc" in runs.columns
     if has_adv:
         adv = pd.to_numeric(runs["max_adv_acc"], errors="coerce")
-        frame["_adv"] = adv.where(frame["_done"])  # mean over finished runs only
+        frame["_adv"] = adv.where(frame["_done"])  # over finished runs only
     keys = [runs[c] for c in by] if by else [pd.Series(0, index=runs.index)]
     grouped = frame.groupby(keys, dropna=False, sort=True)
     agg = {"n": ("_done", "sum"), "k": ("_hit", "sum"), "n_failed": ("_failed", "sum")}
-    if has_adv:
-        agg["mean_max_adv"] = ("_adv", "mean")
+    if has_adv:  # the per-seed range beside the mean (SPEC "Cross-cutting")
+        agg.update(mean_max_adv=("_adv", "mean"), max_adv_min=("_adv", "min"),
+                   max_adv_max=("_adv", "max"))
     table = grouped.agg(**agg)
     table = table.reset_index(drop=not by)
     if by:
@@ -173,8 +178,35 @@ def rate_table(runs: pd.DataFrame, by: list[str], flag: str = "generalized") -> 
     table["ci_low"], table["ci_high"] = wilson_arrays(k, n)
     order = [*by, "n", "k", "rate", "ci_low", "ci_high", "n_failed"]
     if has_adv:
-        order.append("mean_max_adv")
+        order += ["mean_max_adv", "max_adv_min", "max_adv_max"]
     return table[order]
+
+
+ADV_ONLY = "adv_generalized"  # the paper's text: adv accuracy reached 100% (S.3)
+
+
+def readings_table(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """:func:`rate_table` of ``generalized`` (val and adv 100% at one evaluation, S.3) with
+    the paper's adv-only reading beside it as ``k_adv, rate_adv, ci_low_adv, ci_high_adv``
+    when ``runs`` has ``adv_generalized`` (study S)."""
+    table = rate_table(runs, by)
+    if ADV_ONLY in runs.columns:
+        adv = rate_table(runs, by, flag=ADV_ONLY)
+        for c in ("k", "rate", "ci_low", "ci_high"):
+            table[f"{c}_adv"] = adv[c].to_numpy()
+    return table
+
+
+def readings_differ(table: pd.DataFrame) -> bool:
+    """Whether the adv-only reading counts differently from ``generalized`` in any cell."""
+    return "k_adv" in table.columns and bool((table["k_adv"] != table["k"]).any())
+
+
+def format_range(mean: float, lo: float, hi: float) -> str:
+    """``"59.0% [40.1%, 80.2%]"``: a mean over seeds with the per-seed range, or ``"–"``."""
+    if pd.isna(mean):
+        return "–"
+    return f"{mean:.1%} [{lo:.1%}, {hi:.1%}]"
 
 
 def format_rate(k: int, n: int, *, digits: int = 0) -> str:

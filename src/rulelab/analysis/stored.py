@@ -14,19 +14,34 @@ import pandas as pd
 
 from rulelab.analysis.loading import load_ensembles, require_runs, stored_configs
 from rulelab.config import stable_hash
-from rulelab.store import Lab
+from rulelab.store import Lab, StoreError
 
 EnsembleAnalysis = Callable[[object], pd.DataFrame]
 
 
 def resolve_epochs(lab: Lab, configs: Sequence, which: str) -> list[int | None]:
-    """``final`` → [None] (final checkpoint); ``all`` → every snapshot; ``"0,100"`` → those."""
+    """``final`` → [None] (final checkpoint); ``all`` → every snapshot; ``"0,100"`` → those,
+    each of which must be stored for at least one run (else a :class:`StoreError` naming
+    ``--epochs`` and the stored epochs)."""
     if which == "final":
         return [None]
+    stored = sorted({e for c in configs for e in lab.snapshot_epochs(c.run_id)})
     if which == "all":
-        epochs = sorted({e for c in configs for e in lab.snapshot_epochs(c.run_id)})
-        return epochs or [None]
-    return [int(e) for e in which.split(",") if e.strip()]
+        return stored or [None]
+    wanted = [int(e) for e in which.split(",") if e.strip()]
+    missing = [e for e in wanted if e not in stored]
+    if missing:
+        have = (f"stored: {_epochs_text(stored)}" if stored else
+                "no run has weight snapshots (train with --snapshots N to keep some)")
+        raise StoreError(f"--epochs: {','.join(map(str, missing))} is not allowed; no run has "
+                         f"weights stored at that epoch ({have}); or use final")
+    return wanted
+
+
+def _epochs_text(epochs: list[int], most: int = 12) -> str:
+    if len(epochs) <= most:
+        return ", ".join(map(str, epochs))
+    return ", ".join(map(str, epochs[: most - 1])) + f", …, {epochs[-1]}"
 
 
 def with_run_ids(frame: pd.DataFrame, trainer, epoch: int) -> pd.DataFrame:

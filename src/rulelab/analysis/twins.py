@@ -16,11 +16,18 @@ Choices (documented, deterministic given ``rng``):
 
 - ``δ`` is tried in the order ``d, d − k, d + k`` with ``d = (y − s) mod k ∈ [1, k)``, i.e. the
   smallest upward shift, then the smallest downward one, then the next upward one; the first
-  that admits a valid compensator is used.
-- ``ε ∈ {r, r − k}`` with ``r = (−δ) mod k`` (one small step up or down, ``|ε| < k``); the
-  compensator position and ``ε`` are drawn uniformly from all valid (position, ε) pairs.
-- Rows with no valid twin get ``ok = False`` and their twin row is an unchanged copy of ``x``,
-  so shapes stay aligned; select ``x[ok], twins[ok]`` before patching.
+  that admits a valid compensator in the smallest ε tier (below) is used.
+- ``ε ≡ −δ (mod k)`` in tiers of growing size: tier ``t`` offers ``ε ∈ {r + t·k, r − (t+1)·k}``
+  with ``r = (−δ) mod k`` (tier 0: one small step up or down, ``|ε| < k``). The smallest tier
+  with any valid compensator is used — before any larger δ — and within it the compensator
+  position and ``ε`` are drawn uniformly from all valid (position, ε) pairs. Larger tiers are
+  needed when the compensator is a tied maximum that must drop below the shifted one
+  (``[0, 0, 5, 5]``, V = 6, k = 2 → ``[0, 0, 4, 2]``).
+- Larger ``|δ|`` are not tried: a shortcut value outside ``{d, d − k, d + k}`` is out of range
+  or lower than one that is already blocked. A row gets ``ok = False`` when no twin exists that
+  changes the shortcut element and one other element (tested against a brute-force search over
+  every sequence of small spaces); its twin row is then an unchanged copy of ``x``, so shapes
+  stay aligned: select ``x[ok], twins[ok]`` before patching.
 """
 
 from __future__ import annotations
@@ -62,11 +69,14 @@ def aligned_twins(
     shift_ok = (new_m >= 0) & (new_m < vocab)  # [N, C]
 
     r = (-d) % k  # [N]: ε ≡ −δ (mod k), the same residue for every candidate δ of a row
-    eps = np.stack([r, r - k], axis=1)  # [N, 2]
-    new_q = x[:, :, None] + eps[:, None, :]  # [N, n, 2] compensated values
-    comp_ok = (new_q >= 0) & (new_q < vocab)  # [N, n, 2]
-    comp_ok &= np.arange(n)[None, :, None] != p[:, None, None]  # not the shortcut element
-    comp_ok = np.broadcast_to(comp_ok[:, None], (N, deltas.shape[1], n, 2))  # [N, C, n, 2]
+    tiers = np.arange(-(-vocab // k) + 1)  # enough for any in-range compensated value
+    eps = np.stack([r[:, None] + tiers * k, r[:, None] - (tiers + 1) * k], axis=-1)  # [N, T, 2]
+    new_q = x[:, None, :, None] + eps[:, :, None, :]  # [N, T, n, 2] compensated values
+    comp_ok = (new_q >= 0) & (new_q < vocab)  # [N, T, n, 2]
+    comp_ok &= np.arange(n)[None, None, :, None] != p[:, None, None, None]  # not the shortcut
+    C = deltas.shape[1]
+    comp_ok = np.broadcast_to(comp_ok[:, :, None], (N, len(tiers), C, n, 2))  # [N, T, C, n, 2]
+    big_m = new_m[:, None, :, None, None]  # [N, 1, C, 1, 1]
     if shortcut_kind == "max":
         # The shifted element must be the unique max of the twin: above the compensator and
         # above every untouched element. With o1 ≥ o2 the two largest values besides p, the
@@ -76,14 +86,15 @@ def aligned_twins(
         o1 = srt[:, -2]
         o2 = srt[:, -3] if n > 2 else np.full(N, -1)
         rest = np.where(x == o1[:, None], o2[:, None], o1[:, None])  # [N, n] max if q = j
-        comp_ok = comp_ok & (new_q[:, None] < new_m[:, :, None, None])
-        comp_ok = comp_ok & (rest[:, None, :, None] < new_m[:, :, None, None])
-    valid = comp_ok & shift_ok[:, :, None, None]  # [N, C, n, 2]
+        comp_ok = comp_ok & (new_q[:, :, None] < big_m)
+        comp_ok = comp_ok & (rest[:, None, None, :, None] < big_m)
+    valid = comp_ok & shift_ok[:, None, :, None, None]  # [N, T, C, n, 2]
 
-    has = valid.any(axis=(2, 3))  # [N, C]
+    has = valid.any(axis=(3, 4)).reshape(N, -1)  # [N, T·C]: tier-major, then δ preference
     ok = has.any(1)  # [N]
-    c = has.argmax(1)  # [N] first valid δ in preference order
-    choice = valid[rows, c].reshape(N, n * 2)  # [N, n·2] valid (position, ε) pairs for that δ
+    first = has.argmax(1)  # [N] smallest tier, then first valid δ in preference order
+    t, c = first // C, first % C
+    choice = valid[rows, t, c].reshape(N, n * 2)  # [N, n·2] valid (position, ε) pairs
     # Uniform pick among valid pairs: argmax of random scores restricted to the valid ones.
     pick = np.where(choice, rng.random((N, n * 2)), -1.0).argmax(1)  # [N]
     q, e = pick // 2, pick % 2
@@ -91,5 +102,5 @@ def aligned_twins(
     twins = x.copy()
     sel = rows[ok]
     twins[sel, p[ok]] = new_m[sel, c[ok]]
-    twins[sel, q[ok]] = new_q[sel, q[ok], e[ok]]
+    twins[sel, q[ok]] = new_q[sel, t[ok], q[ok], e[ok]]
     return twins, ok

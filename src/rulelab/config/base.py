@@ -4,6 +4,9 @@ A run is fully determined by its config (SPEC "Cross-cutting"). Configs are flat
 models: every key is named like its CLI flag (``ratio``, ``weight_decay``, ``seed``,
 ``layers``), so the registry, ``rulelab runs --json`` and DataFrames all speak the same names.
 
+Values are typed strictly where lax conversion would hide a mistake: a boolean is never read
+as a number, nor a number or a string as a boolean (:class:`StrictTypes`).
+
 Fields come in two kinds (DESIGN §1): *shape* fields must be equal for all members of one
 ensemble (architecture, sizes, steps); *member* fields may differ per member (data, seeds,
 optimizer hyperparameters) and become per-member data or ``[E]`` tensors. Each config class
@@ -14,16 +17,53 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import ClassVar
+from types import UnionType
+from typing import ClassVar, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 
 class ConfigError(ValueError):
     """A config value out of range, reported as one line naming the flag and what is allowed."""
 
 
-class RunConfig(BaseModel):
+class StrictTypes(BaseModel):
+    """Refuses a boolean where a number is expected and anything but a boolean where a boolean
+    is expected (pydantic's lax mode would read ``layers: [true]`` as 1 layer and
+    ``ln: "no"`` as False). Other conversions (``2`` for ``2.0``) stay allowed."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strict_bools(cls, data):
+        if not isinstance(data, dict):
+            return data
+        for name, value in data.items():
+            field = cls.model_fields.get(name)
+            if field is None or value is None:
+                continue
+            kinds = _kinds(field.annotation)
+            if isinstance(value, bool) and bool not in kinds and kinds & {int, float}:
+                what = "an integer" if float not in kinds else "a number"
+                raise ValueError(f"{flag_name(name)}: {str(value).lower()} is not allowed; it "
+                                 f"must be {what}, not a boolean")
+            if not isinstance(value, bool) and kinds == {bool}:
+                raise ValueError(f"{flag_name(name)}: {value!r} is not allowed; use true or "
+                                 "false")
+        return data
+
+
+def _kinds(annotation) -> set:
+    """The plain types an annotation admits (``int | None`` → {int}); Literal values
+    count as their types."""
+    if get_origin(annotation) is Literal:
+        return {type(v) for v in get_args(annotation)}
+    args = get_args(annotation)
+    if args and get_origin(annotation) in (Union, UnionType):
+        return set().union(*(_kinds(a) for a in args)) - {type(None)}
+    return {annotation} if isinstance(annotation, type) else set()
+
+
+class RunConfig(StrictTypes):
     """Base of every task's run config: flat, frozen, hashed (see the module docstring)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

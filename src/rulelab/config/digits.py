@@ -10,18 +10,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from rulelab.config.base import stable_hash
+from rulelab.config.base import RunConfig
 
 DIGITS_MEMBER_FIELDS = ("data_seed", "noise", "seed", "lr", "weight_decay", "beta1", "beta2",
                         "eps")
 
 
-class DigitsRunConfig(BaseModel):
+class DigitsRunConfig(RunConfig):
     """One digits run: images with a share ``α`` of wrong training labels, a 3-layer MLP."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    member_fields = DIGITS_MEMBER_FIELDS
 
     task: Literal["digits"] = "digits"
     # --- data ---
@@ -55,18 +55,6 @@ class DigitsRunConfig(BaseModel):
         if self.source == "sklearn" and self.mnist_dir:
             raise ValueError("--mnist-dir: only with source mnist")
         return self
-
-    def shape_key(self) -> str:
-        """Hash of the fields members of one ensemble must share."""
-        shared = {k: v for k, v in self.flat().items() if k not in DIGITS_MEMBER_FIELDS}
-        return stable_hash(shared)
-
-    def flat(self) -> dict:
-        return self.model_dump(mode="json")
-
-    @property
-    def run_id(self) -> str:
-        return stable_hash(self.flat())
 
     def label(self) -> str:
         return f"digits[{self.source}] h={self.hidden} {self.activation}"

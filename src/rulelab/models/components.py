@@ -17,7 +17,13 @@ from rulelab.models.hooks import HookPoint
 
 
 class LayerNorm(nn.Module):
-    """LayerNorm with per-member affine weights ``w, b [E, d]``."""
+    """LayerNorm with per-member affine weights ``w, b [E, d]``.
+
+    Hooks follow TransformerLens ≥ 3.0 (its PR #770, ``components/layer_norm.py``):
+    ``hook_scale`` = ``√(var(x) + eps)`` and ``hook_normalized`` = ``(x − mean(x)) / scale``,
+    *before* the affine ``w, b`` (TransformerLens < 3.0 fired it after them). A hook that
+    replaces ``hook_normalized`` therefore still has ``w, b`` applied to its output.
+    """
 
     def __init__(self, n_members: int, d: int, eps: float = 1e-5) -> None:
         super().__init__()
@@ -32,9 +38,8 @@ class LayerNorm(nn.Module):
         if self.hook_scale.has_hooks:
             self.hook_scale((x.var(-1, keepdim=True, unbiased=False) + self.eps).sqrt())
         shape = (x.shape[0],) + (1,) * (x.dim() - 2) + (x.shape[-1],)
-        y = F.layer_norm(x, x.shape[-1:], eps=self.eps)
-        y = torch.addcmul(self.b.view(shape), y, self.w.view(shape))
-        return self.hook_normalized(y)
+        y = self.hook_normalized(F.layer_norm(x, x.shape[-1:], eps=self.eps))
+        return torch.addcmul(self.b.view(shape), y, self.w.view(shape))
 
 
 class Attention(nn.Module):

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import PercentFormatter
 
-from rulelab.analysis.stats import config_columns, rate_table, varying_columns
+from rulelab.analysis.stats import ADV_ONLY, config_columns, rate_table, varying_columns
 
 ARCH = ("layers", "heads")
 # How a config value reads in a legend or title; other columns read "name=value".
@@ -74,7 +74,10 @@ def _empty(ax, message: str) -> None:
 def rate_vs_ratio(runs: pd.DataFrame, *, paper: dict | None = None) -> Figure:
     """Generalization rate vs spurious ratio r, one line per architecture (SPEC S.3).
 
-    Error bars are 95% Wilson intervals; each point is annotated ``k/n``. Lines are split by
+    A seed generalizes when val and adv accuracy are both 100% at one evaluation. Where the
+    paper's adv-only reading (``adv_generalized``) counts differently, its rate is drawn as a
+    small cross of the line's colour. Error bars are 95% Wilson intervals; each point is
+    annotated ``k/n``. Lines are split by
     ``layers``/``heads`` and by any other config column that varies (weight decay, k,
     shortcut, ...), which then appears in the legend. ``paper`` maps a layers label to
     reference rates, e.g. ``{"2L": {0.5: 0.0, 0.9: 0.77}, "1L": {0.5: 0.33, 0.9: 0.0}}``,
@@ -88,7 +91,10 @@ def rate_vs_ratio(runs: pd.DataFrame, *, paper: dict | None = None) -> Figure:
     others = [c for c in varying_columns(runs) if c not in (*ARCH, "ratio")]
     line_cols = [c for c in ARCH if c in runs.columns] + others
     table = rate_table(runs, [*line_cols, "ratio"])
+    if ADV_ONLY in runs.columns:
+        table["rate_adv"] = rate_table(runs, [*line_cols, "ratio"], flag=ADV_ONLY)["rate"]
     table = table[table["n"] > 0]
+    adv_differs = "rate_adv" in table.columns and bool((table["rate_adv"] != table["rate"]).any())
     if table.empty:
         _empty(ax, "no finished runs yet")
         return fig
@@ -111,6 +117,9 @@ def rate_vs_ratio(runs: pd.DataFrame, *, paper: dict | None = None) -> Figure:
         for xi, yi, k, n in zip(x, y, g["k"], g["n"], strict=True):
             ax.annotate(f"{k}/{n}", (xi, yi), xytext=(8, -9 * centred), va="center",
                         textcoords="offset points", fontsize=7, color=colour)
+        if adv_differs:
+            ax.plot(x, g["rate_adv"].to_numpy(float), ls="none", marker="x", ms=6, mew=1.3,
+                    color=colour)
         if "layers" in g.columns:
             colour_of_layers.setdefault(f"{_fmt(g['layers'].iloc[0])}L", colour)
 
@@ -127,7 +136,9 @@ def rate_vs_ratio(runs: pd.DataFrame, *, paper: dict | None = None) -> Figure:
     ax.set_ylim(-0.03, 1.03)
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_xlabel("spurious ratio r (fraction of consistent training examples)")
-    ax.set_ylabel("seeds generalizing (adv acc = 100%)")
+    ax.set_ylabel("seeds generalizing (val and adv acc = 100%)")
+    if adv_differs:
+        ax.plot([], [], ls="none", marker="x", color="0.3", label="adv-only (paper text)")
     ax.set_title("Generalization rate vs spurious ratio — 95% Wilson CI, k/n", fontsize=10)
     ax.grid(alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
@@ -201,8 +212,8 @@ def _curve_grid(
                 median = pd.concat(seeds).groupby(xcol)["value"].median()
                 ax.plot(median.index, median.to_numpy(), color=colour, lw=1.8)
             drawn = drawn or bool(seeds)
-        if mark_first and "first_epoch_100" in g.columns:
-            first = pd.to_numeric(g["first_epoch_100"], errors="coerce").dropna()
+        if mark_first and "first_epoch_generalized" in g.columns:
+            first = pd.to_numeric(g["first_epoch_generalized"], errors="coerce").dropna()
             ax.plot(first, np.ones(len(first)), ls="none", marker="v", ms=5, color=ADV,
                     mec="black", mew=0.5, zorder=4)
         if not logy and "label_mod" in g.columns:
@@ -230,7 +241,7 @@ def _curve_grid(
         handles.append(Line2D([], [], ls=":", lw=0.8, color="0.5", label="chance 1/k"))
     if mark_first:
         handles.append(Line2D([], [], ls="none", marker="v", color=ADV, mec="black", mew=0.5,
-                              label="first epoch at 100% adv"))
+                              label="first epoch with val and adv at 100%"))
     fig.legend(handles=handles, loc="outside upper center", ncols=len(handles), fontsize=8,
                frameon=False)
     if len(groups) > len(shown):
@@ -240,7 +251,8 @@ def _curve_grid(
 
 def accuracy_curves(runs: pd.DataFrame, metrics: pd.DataFrame, *, max_configs: int = 8) -> Figure:
     """Val (r = 1) and adversarial (r = 0) accuracy vs epoch, one panel per configuration
-    and one thin line per seed, with each seed's first epoch at 100% adv marked (SPEC S.3)."""
+    and one thin line per seed, with each seed's first epoch at which val and adv are both
+    100% marked (its generalization, SPEC S.3)."""
     series = [("val", "acc", VAL, "val acc"), ("adv", "acc", ADV, "adv acc")]
     return _curve_grid(runs, metrics, series, ylabel="accuracy", logy=False,
                        max_configs=max_configs, mark_first=True)

@@ -1,4 +1,5 @@
-"""Study M figures — double descent, learning order, FF bars, activation swap, pruning curves —
+"""Study M figures — double descent, learning order (curves and the early lead), FF bars,
+activation swap, pruning curves —
 and the coexistence report page that holds them (:func:`write_coexistence_report`).
 
 Inputs are the tables of :mod:`rulelab.analysis.m_tables` (``dd_table``, ``ff_table``,
@@ -24,7 +25,7 @@ from rulelab.report.figures import _empty, _new_figure
 
 SPLIT_STYLE = {"train_clean": ("C0", "clean train"), "train_noisy": ("C3", "noisy train (vs "
                "corrupted labels)"), "test": ("C2", "test")}
-NET_COLOUR = {"original": "0.55", "G": "C2", "G_no_mu": "C9", "R": "C3"}
+NET_COLOUR = {"original": "0.55", "G": "C2", "G_no_mu": "C9", "G_dc": "C8", "R": "C3"}
 ORDER_STYLE = {"top": ("C2", "top first"), "bottom": ("C3", "bottom first"),
                "random": ("0.5", "random order")}
 
@@ -73,9 +74,10 @@ def double_descent_figure(runs: pd.DataFrame, ff: pd.DataFrame | None = None) ->
 
 
 def learning_order_figure(runs: pd.DataFrame, metrics: pd.DataFrame,
-                          width: int | None = None) -> Figure:
+                          width: int | None = None, window: float | None = None) -> Figure:
     """Clean-train, noisy-train and test accuracy vs step (log x) per noise level, at one width
-    (default the largest), one thin line per seed and the median (SPEC M.4.2)."""
+    (default the largest), one thin line per seed and the median (SPEC M.4.2); ``window``
+    marks the end of the early-lead window T (dashed)."""
     done = runs[runs["status"].astype(str) == "done"] if "status" in runs else runs
     if "width" in done and width is None and not done.empty:
         width = int(done["width"].max())
@@ -101,11 +103,48 @@ def learning_order_figure(runs: pd.DataFrame, metrics: pd.DataFrame,
                 ax.plot(med.index + 1, med.to_numpy(), color=colour, lw=1.8)
         _pct(ax)
         ax.set_xscale("log")
+        if window:
+            ax.axvline(window + 1, color="0.4", ls="--", lw=0.8)
         ax.set_title(f"α = {noise:g}" + (f", M = {width}" if width else ""), fontsize=9)
         ax.set_xlabel("step + 1", fontsize=8)
     axes[0].set_ylabel("accuracy", fontsize=8)
     handles = [Line2D([], [], color=c, label=lab) for c, lab in SPLIT_STYLE.values()]
     fig.legend(handles=handles, loc="outside upper center", ncols=3, fontsize=8, frameon=False)
+    return fig
+
+
+def early_lead_figure(order: pd.DataFrame) -> Figure:
+    """Per run with α > 0, the early lead of noisy-train (vs the corrupted labels) over
+    clean-train accuracy in points: the mean over the window and at the first evaluation, by
+    noise level and width (SPEC M.4.2; :mod:`rulelab.analysis.early_lead`). Above 0: noisy
+    ahead."""
+    fig = _new_figure(7.0, 3.2)
+    noisy = order[(order["noise"] > 0) & order["lead_area"].notna()] if "lead_area" in order \
+        else order.iloc[0:0]
+    if noisy.empty:
+        _empty(fig.add_subplot(), "no runs with α > 0")
+        return fig
+    axes = fig.subplots(1, 2, squeeze=False)[0]
+    window = noisy["window"].dropna()
+    T = f"{window.iloc[0]:g}" if len(window) else "T"
+    noises = sorted(noisy["noise"].unique())
+    widths = sorted(noisy["width"].unique()) if "width" in noisy else [None]
+    for ax, col, title in ((axes[0], "lead_area", f"mean lead over the first {T} steps"),
+                           (axes[1], "first_lead", "lead at the first evaluation")):
+        for j, w in enumerate(widths):
+            part = noisy if w is None else noisy[noisy["width"] == w]
+            x = part["noise"].map({a: i for i, a in enumerate(noises)}).to_numpy(float)
+            x = x + (j - (len(widths) - 1) / 2) * 0.6 / max(1, len(widths))
+            ax.plot(x, 100 * pd.to_numeric(part[col]), ls="none", marker="o", ms=3,
+                    color=f"C{j % 10}", label=f"M = {w}" if w is not None else None)
+        ax.axhline(0, color="0.3", lw=0.8)
+        ax.set_xticks(range(len(noises)), [f"α = {a:g}" for a in noises], fontsize=7)
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+    axes[0].set_ylabel("noisy − clean train accuracy (points)", fontsize=8)
+    if widths != [None]:
+        axes[1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return fig
 
 
@@ -135,8 +174,9 @@ def _largest(frame: pd.DataFrame, width: int | None) -> tuple[pd.DataFrame, int 
 
 
 def ff_bars(ff: pd.DataFrame, width: int | None = None) -> Figure:
-    """Original / G / G without μ / R accuracy on clean-train, noisy-train (vs corrupted labels)
-    and test, one panel per noise level, at one width (default the largest) (SPEC M.4.3)."""
+    """Original / G / G without μ / G with each neuron's DC term / R accuracy on clean-train,
+    noisy-train (vs corrupted labels) and test, one panel per noise level, at one width (default
+    the largest) (SPEC M.4.3)."""
     ff, width = _largest(ff, width)
     noises = sorted(ff["noise"].unique()) if not ff.empty else []
     fig = _new_figure(3.6 * max(1, len(noises)), 3.2)
@@ -225,24 +265,43 @@ def findings_html(table: pd.DataFrame) -> str:
 
 def write_coexistence_report(path, *, title: str, runs: pd.DataFrame, metrics: pd.DataFrame,
                              tables: dict[str, pd.DataFrame], found: pd.DataFrame,
-                             notes: list[tuple[str, str]] = ()) -> Path:
+                             notes: list[tuple[str, str]] = (), scale: str = "") -> Path:
     """One self-contained HTML page (figures as base64 PNG, CSS inline): findings beside the
-    paper, then double descent, learning order, FF, activation swap and the neuron partition
+    paper — under the ``scale`` line (what scale the runs are and how they depart from the
+    paper) — then double descent, learning order, FF, activation swap and the neuron partition
     (SPEC M.4), the ``notes`` and the code versions. Written atomically."""
-    from rulelab.analysis.m_tables import ff_summary, order_summary, partition_summary
+    from rulelab.analysis.dd_dip import dip_reading
+    from rulelab.analysis.m_order import order_display, order_summary
+    from rulelab.analysis.m_tables import ff_summary, partition_summary
     from rulelab.report.html import _CSS, _figure_html, _footer, _section_body, _status_line
 
     ff, swap, neurons = tables["ff"], tables["swap"], tables["neurons"]
+    order = tables["order"]
+    window = order["window"].dropna().iloc[0] if "window" in order and order[
+        "window"].notna().any() else None
+    lead_new, lead_old = order_display(order_summary(order))
+    dips = tables.get("dips")
+    dips = dip_reading(tables["dd"]) if dips is None else dips
     parts = [f"<h1>{html.escape(title)}</h1>", f'<p class="meta">{_status_line(runs)}</p>',
-             "<h2>Findings beside the paper (SPEC M.4)</h2>", findings_html(found),
+             "<h2>Findings beside the paper (SPEC M.4)</h2>",
+             f"<p><b>{html.escape(scale)}</b></p>" if scale else "", findings_html(found),
              "<h2>Double descent (M.4.1)</h2>",
              _figure_html(double_descent_figure(runs, ff), "Test accuracy vs width per noise "
                           "level: the raw network (left) and FF's G network (right)"),
              _table_html(tables["dd"]),
+             "<p>The dip, per curve (called only beyond the seed spread):</p>",
+             _table_html(dips[[c for c in dips.columns if c in ("noise", "activation",
+                                                                 "reading")]]),
              "<h2>Learning order (M.4.2)</h2>",
-             _figure_html(learning_order_figure(runs, metrics), "Clean-train, noisy-train (vs "
-                          "the corrupted labels) and test accuracy over steps, largest width"),
-             _table_html(order_summary(tables["order"])),
+             _figure_html(learning_order_figure(runs, metrics, window=window), "Clean-train, "
+                          "noisy-train (vs the corrupted labels) and test accuracy over steps, "
+                          "largest width; dashed: the end of the early-lead window"),
+             _figure_html(early_lead_figure(order), "Early lead of noisy over clean train "
+                          "accuracy per run: the mean over the window and at the first "
+                          "evaluation"),
+             "<p>Early lead (every run with α > 0 counts):</p>", _table_html(lead_new),
+             "<p>Old reading, first step at 50% (runs whose noisy accuracy never reaches 50% "
+             "are left out of its n):</p>", _table_html(lead_old),
              "<h2>Frequency filtering (M.4.3)</h2>",
              _figure_html(ff_bars(ff), "Original, G (dominant frequency per neuron, with and "
                           "without μ) and R (residual) networks on the three subsets"),

@@ -3,7 +3,8 @@
 SPEC S.4: each function takes a table as ``Lab.read_table`` returns it (``run_id``, ``epoch``,
 config columns — taken from ``runs`` where a table tracked in training lacks them) and returns a
 Figure, or None when there is nothing to draw. Seeds are thin lines beside their median, or
-averaged in heatmaps with n stated; a seed's generalization epoch is its ``first_epoch_100``.
+averaged in heatmaps with n stated; a seed's generalization epoch is its
+``first_epoch_generalized`` (val and adv accuracy both 100%, SPEC S.3).
 """
 
 from __future__ import annotations
@@ -16,14 +17,18 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
+from rulelab.analysis.identity import EPS_IDENTITY
+from rulelab.analysis.outcome import UNKNOWN, outcome_of
 from rulelab.report.figures import _new_figure, config_label
 
 CONFIG = ("layers", "heads", "ratio", "weight_decay", "seed")
 FINGERPRINTS = {"qk_rho": "QK ρ (key value → CLS attention)",
-                "first_mass": "attention mass on x₁", "ov_parity_rho": "OV parity ρ"}
+                "first_mass": "attention mass on x₁", "ov_parity_rho": "OV parity ρ (direct)",
+                "ov_probe_acc": "OV probe: v mod k decoded"}
 CMAP = colormaps["RdBu"].with_extremes(bad="0.92")  # grey: component absent
 PLAIN = FuncFormatter(lambda v, _: f"{v:g}")
 GEN = dict(ls="none", marker="*", ms=9, mec="black", mew=0.5, zorder=5)
+PINNED = dict(ls="none", marker="o", ms=6, mfc="none", mew=0.8, zorder=4)  # ε < EPS_IDENTITY
 
 
 def _with_config(table: pd.DataFrame | None, runs: pd.DataFrame | None) -> pd.DataFrame:
@@ -52,10 +57,10 @@ def _won(g: pd.DataFrame, gen: dict) -> str:  # "k/n" runs of g that generalized
 
 
 def _gen_epochs(runs: pd.DataFrame | None) -> dict[str, float]:
-    """run_id → first epoch at 100% adv accuracy, for the runs that generalized."""
-    if runs is None or not _has(runs, "run_id", "first_epoch_100"):
+    """run_id → first epoch with val and adv accuracy at 100%, for the runs that generalized."""
+    if runs is None or not _has(runs, "run_id", "first_epoch_generalized"):
         return {}
-    first = pd.to_numeric(runs["first_epoch_100"], errors="coerce")
+    first = pd.to_numeric(runs["first_epoch_generalized"], errors="coerce")
     return dict(zip(runs["run_id"][first.notna()], first[first.notna()], strict=True))
 
 
@@ -82,7 +87,7 @@ def _seed_lines(ax, g: pd.DataFrame, col: str, colour, gen: dict) -> None:
 
 def _legend(fig: Figure, handles: list) -> None:
     handles += [Line2D([], [], color="0.3", lw=0.7, label="thin: seed, thick: median"),
-                Line2D([], [], color="0.6", **GEN, label="generalized (100% adv)")]
+                Line2D([], [], color="0.6", **GEN, label="generalized (val and adv 100%)")]
     fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 6),
                fontsize=8, frameon=False)
 
@@ -106,10 +111,13 @@ def checkpoints(table: pd.DataFrame, k: int = 3) -> list[int]:
 
 def gradient_dynamics(grad_table: pd.DataFrame, runs: pd.DataFrame | None = None, *,
                       module: str = "all") -> Figure | None:
-    """cos(g+, g−) (top) and ‖g−‖/‖g+‖ (bottom, log y) vs epoch (log x) — SPEC S.4.1–2.
+    """cos(g+, g−) (top), ‖g−‖/‖g+‖ (middle, log y) and ε = ‖g‖/(r‖g+‖) (bottom, log y, when
+    the table has it) vs epoch (log x) — SPEC S.4.1–2, issue 8.
 
     One column of panels per architecture, one colour per ratio r; dashed: the odds r/(1−r),
     at which amplification makes the two groups' gradient shares (1−r)‖g−‖ and r‖g+‖ equal.
+    Readings with ε < ``EPS_IDENTITY`` are ringed (○): there ``g = r·g+ + (1−r)·g−`` alone
+    forces amplification ≈ r/(1−r) and cos ≈ −1, so they are *identity-dominated*.
     """
     t = _with_config(grad_table, runs)
     if not _has(t, "run_id", "epoch", "cos", "amplification"):
@@ -119,27 +127,41 @@ def gradient_dynamics(grad_table: pd.DataFrame, runs: pd.DataFrame | None = None
     panels = _groups(t, drop=("seed", "ratio"))
     colour = {r: f"C{i}" for i, r in enumerate(sorted(set(t.get("ratio", pd.Series()).dropna())))}
     gen = _gen_epochs(runs)
-    fig = _new_figure(3.5 * len(panels) + 0.6, 5.8)
-    axes = fig.subplots(2, len(panels), squeeze=False, sharex=True, sharey="row")
+    has_eps = "eps" in t.columns and t["eps"].notna().any()
+    n_rows = 3 if has_eps else 2
+    fig = _new_figure(3.5 * len(panels) + 0.6, 2.5 * n_rows + 0.8)
+    axes = fig.subplots(n_rows, len(panels), squeeze=False, sharex=True, sharey="row")
     for j, (title, g) in enumerate(panels):
         counts = []
         for r, gr in g.groupby("ratio") if colour else [(None, g)]:
             c = colour.get(r, "C0")
             _seed_lines(axes[0, j], gr, "cos", c, gen)
             _seed_lines(axes[1, j], gr, "amplification", c, gen)
+            if has_eps:
+                _seed_lines(axes[2, j], gr, "eps", c, gen)
+                pinned = gr[gr["eps"] < EPS_IDENTITY]
+                for i, col in enumerate(("cos", "amplification")):
+                    axes[i, j].plot(pinned["epoch"], pinned[col], **PINNED, mec=c)
             if r is not None and 0 < r < 1:
                 axes[1, j].axhline(r / (1 - r), ls="--", lw=1.1, color=c)
             counts.append(f"r={r:g}: {_won(gr, gen)}" if r is not None else _won(gr, gen))
         axes[0, j].set_title(f"{title}\ngeneralized {', '.join(counts)}", fontsize=8.5)
         axes[0, j].axhline(0, color="0.4", lw=0.8)
-        axes[1, j].set_yscale("log")
-        axes[1, j].yaxis.set_major_formatter(PLAIN)
+        for i in range(1, n_rows):
+            axes[i, j].set_yscale("log")
+            axes[i, j].yaxis.set_major_formatter(PLAIN)
+        if has_eps:
+            axes[2, j].axhline(EPS_IDENTITY, ls=":", lw=1.1, color="0.3")
         for ax in axes[:, j]:
             _log_x(ax)
     axes[0, 0].set_ylabel("cos(g+, g−)", fontsize=8)
     axes[1, 0].set_ylabel("‖g−‖ / ‖g+‖", fontsize=8)
     handles = [Line2D([], [], color=c, lw=1.8, label=f"r = {r:g}") for r, c in colour.items()]
     handles.append(Line2D([], [], color="0.3", ls="--", lw=1.1, label="r/(1−r)"))
+    if has_eps:
+        axes[2, 0].set_ylabel("ε = ‖g‖ / (r‖g+‖)", fontsize=8)
+        handles.append(Line2D([], [], **PINNED, mec="0.3",
+                              label=f"identity-dominated (ε < {EPS_IDENTITY:g})"))
     _legend(fig, handles)
     return fig
 
@@ -205,9 +227,11 @@ def patching_heatmap(patching_table: pd.DataFrame, *, runs=None, epoch=None) -> 
     """Share of the twin's logit difference restored by patching one activation from the
     aligned twin into the adversarial run (SPEC S.4.4; 1 = twin, 0 = unpatched).
 
-    One panel per architecture × ratio, mean over seeds: rows are the residual stream before
-    each layer, each head's output ``z`` and each MLP output; columns the position (CLS, x₁…)
-    and all positions at once. Colours saturate outside [−1, 1] (tiny twin–original gaps).
+    One panel per architecture × ratio × outcome (the run's ``generalized`` flag, when ``runs``
+    has it: the claims are conditional on it), **median** over runs: rows are the residual
+    stream before each layer, each head's output ``z`` and each MLP output; columns the
+    position (CLS, x₁…) and all positions at once. NaN cells (grey): no run had a twin–original
+    gap above ``REL_GAP``. Colours saturate outside [−1, 1].
     """
     t = _with_config(patching_table, runs)
     order = {"resid_pre": 0, "z": 1, "z_all": 1, "mlp_out": 2, "mlp_out_all": 2}
@@ -215,24 +239,28 @@ def patching_heatmap(patching_table: pd.DataFrame, *, runs=None, epoch=None) -> 
             t := _at_epoch(t[t["kind"].isin(order)], epoch)):
         return None
     n_pos = int(t["pos"].max()) + 1
-    t = t.assign(row=t["kind"].map(order), col=t["pos"].where(t["pos"] >= 0, n_pos))
+    t = t.assign(row=t["kind"].map(order), col=t["pos"].where(t["pos"] >= 0, n_pos),
+                 outcome=outcome_of(runs, t["run_id"]))
     names = ("resid L{}", "z L{}.H{}", "mlp L{}")
     cols = ["CLS", *(f"x{i}" for i in range(1, n_pos)), "all"]
     archs = _groups(t, drop=("seed", "ratio"))
     ratios = sorted(t["ratio"].unique()) if "ratio" in t.columns else [None]
+    panels = [(r, o) for r in ratios for o in sorted(t["outcome"].unique())
+              if not t[(t["outcome"] == o) & ((t["ratio"] == r) if r is not None else True)].empty]
     n_rows = [len(a.groupby(["row", "layer", "head"])) for _, a in archs]
-    fig = _new_figure(len(ratios) * (0.45 * len(cols) + 1.3) + 1.0, 0.3 * sum(n_rows)
+    fig = _new_figure(len(panels) * (0.45 * len(cols) + 1.3) + 1.0, 0.3 * sum(n_rows)
                       + 0.9 * len(archs) + 0.6)
-    axes = fig.subplots(len(archs), len(ratios), squeeze=False,
+    axes = fig.subplots(len(archs), len(panels), squeeze=False,
                         gridspec_kw={"height_ratios": n_rows})
     norm = TwoSlopeNorm(0.0, -1.0, 1.0)
     for i, (label, arch) in enumerate(archs):
-        for j, r in enumerate(ratios):
-            g = arch if r is None else arch[arch["ratio"] == r]
+        for j, (r, outcome) in enumerate(panels):
+            g = arch[arch["outcome"] == outcome]
+            g = g if r is None else g[g["ratio"] == r]
             if g.empty:
                 axes[i, j].set_visible(False)
                 continue
-            m = g.groupby(["row", "layer", "head", "col"])["value"].mean()
+            m = g.groupby(["row", "layer", "head", "col"])["value"].median()
             rows = sorted({k[:3] for k in m.index})
             values = np.array([[m.get((*k, c), np.nan) for c in range(n_pos + 1)] for k in rows])
             im = _heatmap(axes[i, j], values, norm, [names[k].format(la, h) for k, la, h in rows],
@@ -242,11 +270,12 @@ def patching_heatmap(patching_table: pd.DataFrame, *, runs=None, epoch=None) -> 
             for y in np.flatnonzero(np.diff([k[0] for k in rows])):  # resid | z | mlp
                 axes[i, j].axhline(y + 0.5, color="black", lw=1)
             at = "/".join(map(str, sorted(g["epoch"].unique())))
-            axes[i, j].set_title(f"{label}{'' if r is None else f' r={r:g}'} "
+            shown = "" if outcome == UNKNOWN else f", {outcome}\n"
+            axes[i, j].set_title(f"{label}{'' if r is None else f' r={r:g}'}{shown or ' '}"
                                  f"(n={g['run_id'].nunique()}, epoch {at})", fontsize=8.5)
     fig.colorbar(im, ax=axes, shrink=0.7, extend="both", label="restored (1 = twin)")
-    fig.suptitle("Patching twin → adversarial: normalised logit difference, mean over seeds",
-                 fontsize=9.5)
+    fig.suptitle("Patching twin → adversarial: normalised logit difference, median over runs "
+                 "by outcome", fontsize=9.5)
     return fig
 
 
@@ -274,7 +303,7 @@ def fingerprint_trajectories(fp_table: pd.DataFrame, runs: pd.DataFrame | None =
             for (lay, h), gh in g.groupby(["layer", "head"]):
                 _seed_lines(axes[i, j], gh, metric, colour[(lay, h)], gen)
             _log_x(axes[i, j])
-            if metric != "first_mass":
+            if metric in ("qk_rho", "ov_parity_rho"):
                 axes[i, j].axhline(0, color="0.4", lw=0.8)
     _legend(fig, [Line2D([], [], color=c, lw=1.8, label=f"L{la}.H{h}")
                   for (la, h), c in colour.items()])
@@ -287,13 +316,18 @@ def analysis_figures(analyses: dict[str, pd.DataFrame] | None,
     a = {k: v for k, v in (analyses or {}).items() if v is not None and not v.empty}
     specs = [
         ("gradients", lambda t: gradient_dynamics(t, runs), "Gradient conflict cos(g+, g−) and "
-         "amplification ‖g−‖/‖g+‖ (all parameters) over training; dashed: r/(1−r)"),
+         "amplification ‖g−‖/‖g+‖ (all parameters) over training; dashed: r/(1−r). Ringed: "
+         f"identity-dominated readings (ε = ‖g‖/(r‖g+‖) < {EPS_IDENTITY:g}), where "
+         "g = r·g+ + (1−r)·g− alone forces amplification ≈ r/(1−r) and cos ≈ −1"),
         ("ablation", lambda t: ablation_heatmap(t, checkpoints(t) or None, runs=runs),
          "Mean-ablation at CLS of each head and MLP at checkpoints over training: change in "
          "adversarial and val accuracy (percentage points), mean over seeds"),
         ("patching", lambda t: patching_heatmap(t, runs=runs), "Cross-split activation "
-         "patching from aligned twins into adversarial sequences (last stored epoch)"),
+         "patching from aligned twins into adversarial sequences (last stored epoch), median "
+         "over runs, split by whether the run generalized"),
         ("fingerprints", lambda t: fingerprint_trajectories(t, runs),
-         "QK/OV fingerprints per head over training, one line per seed"),
+         "QK/OV fingerprints per head over training, one line per seed; the OV probe is the "
+         "held-out-value accuracy of a linear probe of v mod k on what the head writes "
+         "(chance ≈ 1/k), which unlike OV parity ρ does not need the direct path to the logits"),
     ]
     return [(f, c) for name, make, c in specs if name in a and (f := make(a[name])) is not None]

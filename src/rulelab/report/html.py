@@ -19,9 +19,19 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from rulelab.analysis.stats import cell_columns, format_rate, rate_table
+from rulelab.analysis.stats import (
+    cell_columns,
+    format_range,
+    format_rate,
+    readings_differ,
+    readings_table,
+)
+from rulelab.paper_s import PAPER_S, cell_paper, describe_scale, paper_note, run_matches
 from rulelab.report.figures import accuracy_curves, loss_curves, rate_vs_ratio
 from rulelab.report.figures_s import analysis_figures
+from rulelab.store.errors import write_errors
+from rulelab.tables import FLIPPED
+from rulelab.train.summary_frames import upgrade_runs
 
 _CSS = """
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222;
@@ -62,40 +72,44 @@ def _cell(v) -> str:
     return html.escape(str(v))
 
 
-def _paper_rate(paper: dict | None, row: pd.Series) -> str:
-    """The paper's rate for this row's layers and ratio, as in :func:`rate_vs_ratio`."""
-    if not paper or "layers" not in row.index or "ratio" not in row.index:
-        return "–"
-    points = paper.get(f"{float(row['layers']):g}L", {})
-    match = [v for r, v in points.items() if abs(float(r) - float(row["ratio"])) < 1e-9]
-    return f"{match[0]:.0%}" if match else "–"
+def rate_table_html(runs: pd.DataFrame, *, paper: dict | None = None) -> str:
+    """The S.3 rate table as HTML: one row per configuration, ``77% [59%, 88%] (23/30)``.
 
-
-def rate_table_html(
-    runs: pd.DataFrame, flag: str = "generalized", *, paper: dict | None = None
-) -> str:
-    """The S.3 rate table as HTML: one row per configuration, ``77% [59%, 88%] (23/30)``,
-    with the ``paper`` reference rate beside it when given."""
+    Study S: ``generalized`` is val and adv both 100% at one evaluation; the paper's adv-only
+    reading gets its own column where the two differ; mean max adv carries the per-seed range;
+    ``paper`` is shown beside the cells at the paper's setting only, else a line says why it is
+    omitted (:mod:`rulelab.paper_s`).
+    """
     by = cell_columns(runs)
-    table = rate_table(runs, by, flag=flag)
-    head = [*by, f"{flag} (95% Wilson CI, k/n)", "failed"]
+    table = readings_table(runs, by)
+    both = readings_differ(table)
+    paper_col = cell_paper(runs, by, paper)
+    head = [*by, "generalized: val and adv 100% (95% Wilson CI, k/n)"]
+    if both:
+        head.append("adv-only, the paper's text (95% Wilson CI, k/n)")
+    head.append("failed")
     if "mean_max_adv" in table.columns:
-        head.append("mean max adv acc")
-    if paper:
+        head.append("mean max adv acc [seed min, max]")
+    if paper_col:
         head.append("paper")
     rows = []
-    for _, r in table.iterrows():
+    for i, (_, r) in enumerate(table.iterrows()):
         cells = [_cell(r[c]) for c in by]
         cells.append(html.escape(format_rate(int(r["k"]), int(r["n"]))))
+        if both:
+            cells.append(html.escape(format_rate(int(r["k_adv"]), int(r["n"]))))
         cells.append(str(int(r["n_failed"])))
         if "mean_max_adv" in table.columns:
-            m = r["mean_max_adv"]
-            cells.append("–" if pd.isna(m) else f"{m:.1%}")
-        if paper:
-            cells.append(_paper_rate(paper, r))
+            cells.append(format_range(r["mean_max_adv"], r["max_adv_min"], r["max_adv_max"]))
+        if paper_col:
+            cells.append(html.escape(paper_col[i]))
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     header = "<tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in head) + "</tr>"
-    return f"<table><thead>{header}</thead><tbody>{''.join(rows)}</tbody></table>"
+    notes = [FLIPPED] if both else []
+    if paper and (note := paper_note(runs)):
+        notes.append(note)
+    foot = "".join(f'<p class="meta">{html.escape(n)}</p>' for n in notes)
+    return f"<table><thead>{header}</thead><tbody>{''.join(rows)}</tbody></table>{foot}"
 
 
 def _has_losses(metrics: pd.DataFrame) -> bool:
@@ -135,28 +149,38 @@ def write_report(
     runs: pd.DataFrame,
     metrics: pd.DataFrame,
     sections: list[tuple[str, str]] | None = None,
-    paper: dict | None = None,
+    paper: dict | None = PAPER_S,
     analyses: dict[str, pd.DataFrame] | None = None,
 ) -> Path:
     """Write one self-contained HTML report and return its path.
 
     Holds the S.3 rate table (Wilson CI and k/n per configuration), the rate-vs-ratio figure
-    with optional ``paper`` reference points (see :func:`rate_vs_ratio`), accuracy and loss
-    curves with per-seed lines, then ``sections`` as (heading, body) pairs — a body starting
-    with ``<`` is inserted as HTML, any other is escaped text — and a footer with the code
-    versions and the generation time. ``analyses`` maps an analysis name (gradients,
+    with ``paper`` reference points (see :func:`rate_vs_ratio`; shown only where the runs are
+    at the paper's setting, :mod:`rulelab.paper_s`, and a scale line says which), accuracy
+    and loss curves with per-seed lines, then ``sections`` as (heading, body) pairs — a body
+    starting with ``<`` is inserted as HTML, any other is escaped text — and a footer with the
+    code versions and the generation time. ``analyses`` maps an analysis name (gradients,
     ablation, patching, fingerprints, …) to its table as ``Lab.read_table`` returns it; the
     tables that have rows add a "Mechanistic analyses" section (SPEC S.4, see
     :func:`rulelab.report.figures_s.analysis_figures`). The write is atomic (temp file +
     ``os.replace``).
     """
     path = Path(path)
+    runs = upgrade_runs(runs, metrics)  # labs summarised before the val-and-adv criterion
     parts = [f"<h1>{html.escape(title)}</h1>", f'<p class="meta">{_status_line(runs)}</p>']
+    study_s = not runs.empty and "ratio" in runs.columns and (
+        "task" not in runs.columns or runs["task"].eq("mpsp").all())
+    if study_s:  # every report says what scale it is (issue 8)
+        parts.append(f'<p class="meta">{html.escape(describe_scale(runs))}</p>')
+    if not study_s or not run_matches(runs).any():
+        paper = None  # the paper's numbers only beside runs at the paper's setting
     if runs.empty:
         parts.append('<p class="empty">This lab has no runs yet: nothing to plot.</p>')
     else:
         if {"status", "generalized"} <= set(runs.columns):
             parts += ["<h2>Generalization rate</h2>", rate_table_html(runs, paper=paper)]
+            if not paper and (note := paper_note(runs)) and study_s:
+                parts.append(f'<p class="meta">{html.escape(note)}</p>')
         parts.append("<h2>Figures</h2>")
         if "ratio" in runs.columns and "generalized" in runs.columns:
             parts.append(_figure_html(rate_vs_ratio(runs, paper=paper),
@@ -178,6 +202,12 @@ def write_report(
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head>"
         f"<body><main>\n{chr(10).join(parts)}\n</main></body></html>\n"
     )
+    with write_errors(path):  # a full disk or a read-only place: one line (StoreError)
+        _write_atomic(path, doc)
+    return path
+
+
+def _write_atomic(path: Path, doc: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -190,4 +220,3 @@ def write_report(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path

@@ -7,9 +7,16 @@ Layout::
     <lab>/checkpoints/<run_id>.pt  resumable training state
     <lab>/analyses/<name>/<key>.parquet  analysis results (tidy tables)
     <lab>/snapshots/<run_id>/<epoch>.pt  weights at chosen epochs (opt-in)
+    <lab>/sweep.lock               held by the command writing runs (train, sweep)
 
 The lab is found by :func:`resolve_lab` (explicit path, else ``$RULELAB_HOME``, else
-``./rulelab-runs``). Nothing is created on disk until ``Lab(..., create=True)``.
+``./rulelab-runs``). Nothing is created on disk until ``Lab(..., create=True)``, and nothing
+written by a lab opened without it: reading a lab leaves its files as they were, and a
+read-only lab (a read-only mount, read-only files) can be read (:attr:`Lab.read_only`).
+
+Damaged contents do not stop reading: a registry row that cannot be trusted, or a metrics
+file that does not read (where the caller allows it), is left out and described in
+:attr:`Lab.warnings`, one line each, for the command to print.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ from pathlib import Path
 import pandas as pd
 
 from rulelab.store import checkpoints, metrics, tables
-from rulelab.store.errors import StoreError
+from rulelab.store.errors import StoreError, read_only, write_errors
+from rulelab.store.lock import creation_lock
+from rulelab.store.paths import folder_problem, writable
 from rulelab.store.registry import Registry, to_json
 from rulelab.store.version import code_version
 
@@ -57,28 +66,51 @@ class Lab:
         self.checkpoints_dir = self.root / "checkpoints"
         self.analyses_dir = self.root / "analyses"
         self._registry = Registry(self.registry_path)
+        self.warnings: list[str] = []  # damaged contents met while reading, one line each
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"lab path {self.root} exists and is not a directory")
-        if self.registry_path.exists():
-            initialized = self._registry.check()
-        elif create:
-            initialized = False
-        else:
-            raise StoreError(f"no lab at {self.root}: run `rulelab train …` first or pass --lab")
-        if not initialized:
+        if not self.root.exists():
             if not create:
-                raise StoreError(
-                    f"lab registry {self.registry_path} is empty: run `rulelab train …` "
-                    "to initialize it or pass --lab"
-                )
-            self.root.mkdir(parents=True, exist_ok=True)
-            self._registry.create()
+                raise StoreError(f"no lab at {self.root}: run `rulelab train …` first or pass "
+                                 "--lab")
+            why = folder_problem(self.root)
+            if why:
+                raise StoreError(f"cannot create lab {self.root}: {why}")
         if create:
+            with write_errors(self.root):
+                self.root.mkdir(parents=True, exist_ok=True)
+        # Another process may be creating the registry right now: wait for it to finish
+        # before judging the file (a half-made registry is not a corrupt one).
+        with creation_lock(self.root, shared=not create):
+            initialized = self._registry.check() if self.registry_path.exists() else None
+            if initialized is None and not create:
+                raise StoreError(f"no lab at {self.root}: run `rulelab train …` first or pass "
+                                 "--lab")
+            if initialized is False and not create:
+                raise StoreError(f"lab registry {self.registry_path} is empty: run `rulelab "
+                                 "train …` to initialize it or pass --lab")
+            if not create:
+                return
+            if self.read_only:
+                raise read_only(self.root)
+            if not initialized:
+                self._registry.create()
+        with write_errors(self.root):
             self.metrics_dir.mkdir(exist_ok=True)
             self.checkpoints_dir.mkdir(exist_ok=True)
 
     def __repr__(self) -> str:
         return f"Lab({str(self.root)!r})"
+
+    @property
+    def read_only(self) -> bool:
+        """Whether this process cannot write the lab (a read-only mount or read-only files)."""
+        return self.root.exists() and not (writable(self.root) and self._registry.writable)
+
+    def warn(self, message: str) -> None:
+        """Record one warning line (each distinct message once)."""
+        if message not in self.warnings:
+            self.warnings.append(message)
 
     # --- registry ----------------------------------------------------------------------------
     def register(self, runs: list[tuple[str, dict]], experiment: str) -> list[str]:
@@ -110,10 +142,16 @@ class Lab:
             fields["summary_json"] = to_json(summary)
         self._registry.update([run_id], **fields)
 
+    def _rows(self) -> list[dict]:
+        """The registry rows that can be trusted; the others become warnings."""
+        return self._registry.rows(
+            on_bad=lambda run_id, why: self.warn(f"run {run_id} is unreadable and left out: "
+                                                 f"{why}"))
+
     def runs(self) -> pd.DataFrame:
         """One row per run: the registry columns, then each config key, then each summary key
         (a summary key that clashes with an earlier column is named ``summary_<key>``)."""
-        rows = self._registry.rows()
+        rows = self._rows()
         config_keys = _union_keys(r["config"] for r in rows)
         config_keys = [k for k in config_keys if k not in RUN_COLUMNS]
         taken = set(RUN_COLUMNS) | set(config_keys)
@@ -131,14 +169,30 @@ class Lab:
     def runs_json(self) -> list[dict]:
         """``[{run_id, status, experiment, config, summary, error, code_version}]``."""
         keys = ("run_id", "status", "experiment", "config", "summary", "error", "code_version")
-        return [{k: r[k] for k in keys} for r in self._registry.rows()]
+        return [{k: r[k] for k in keys} for r in self._rows()]
 
     # --- metrics -----------------------------------------------------------------------------
     def write_metrics(self, run_id: str, frame: pd.DataFrame) -> None:
         metrics.write_metrics(self.metrics_dir, run_id, frame)
 
-    def read_metrics(self, run_ids: list[str] | None = None) -> pd.DataFrame:
-        return metrics.read_metrics(self.metrics_dir, run_ids)
+    def read_metrics(self, run_ids: list[str] | None = None, *,
+                     skip_damaged: bool = False) -> pd.DataFrame:
+        """Metric rows of ``run_ids`` (all when None). A file that does not read raises
+        :class:`StoreError`, or with ``skip_damaged`` is left out with a warning."""
+        on_bad = (lambda path, why: self.warn(f"metrics file {path} is damaged and left out "
+                                              f"({why})")) if skip_damaged else None
+        return metrics.read_metrics(self.metrics_dir, run_ids, on_bad=on_bad)
+
+    def check_metrics_files(self, runs: pd.DataFrame) -> list[str]:
+        """Ids of the ``done`` runs in ``runs`` without a metrics file; warns when any."""
+        done = runs.loc[runs["status"] == "done", "run_id"] if len(runs) else []
+        missing = [r for r in done if not metrics.metrics_path(self.metrics_dir, r).is_file()]
+        if missing:
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more"
+                                              if len(missing) > 5 else "")
+            self.warn(f"{len(missing)} finished run(s) have no metrics file in "
+                      f"{self.metrics_dir} (their curves are missing): {shown}")
+        return missing
 
     # --- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self, run_id: str, state: dict) -> None:
@@ -153,20 +207,26 @@ class Lab:
     # --- weight snapshots over training (for analyses over checkpoints) ------------------------
     def save_snapshot(self, run_id: str, epoch: int, params: dict) -> None:
         """Weights of ``run_id`` at ``epoch``: ``snapshots/<run_id>/<epoch>.pt``."""
-        folder = self.root / "snapshots" / run_id
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = self.root / "snapshots" / run_id  # made by the atomic write
         checkpoints.save_checkpoint(folder, f"{int(epoch):09d}", {"epoch": epoch, "params": params})
 
     def snapshot_epochs(self, run_id: str) -> list[int]:
         folder = self.root / "snapshots" / run_id
-        return sorted(int(p.stem) for p in folder.glob("*.pt")) if folder.is_dir() else []
+        if not folder.is_dir():
+            return []
+        return sorted(int(p.stem) for p in folder.glob("*.pt") if p.stem.isdigit())
 
     def load_snapshot(self, run_id: str, epoch: int) -> dict | None:
-        return checkpoints.load_checkpoint(self.root / "snapshots" / run_id, f"{int(epoch):09d}")
+        return checkpoints.load_checkpoint(self.root / "snapshots" / run_id, f"{int(epoch):09d}",
+                                           required=checkpoints.SNAPSHOT_KEYS)
 
     # --- analysis tables ---------------------------------------------------------------------
     def write_table(self, name: str, key: str, frame: pd.DataFrame) -> Path:
-        """Store analysis ``name``'s rows for ``key`` (an ensemble or run id), replacing them."""
+        """Store analysis ``name``'s rows for ``key`` (an ensemble or run id), replacing them.
+        On a read-only lab nothing is stored and a warning says so (the analysis still runs)."""
+        if getattr(self, "read_only", False):  # LabFiles (sweep workers) borrows this method
+            self.warn(f"lab {self.root} is read-only: the {name} table was not stored")
+            return tables.table_path(self.analyses_dir, name, key)
         return tables.write_table(self.analyses_dir, name, key, frame)
 
     def read_table(self, name: str) -> pd.DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -16,6 +17,13 @@ class LabFrames(NamedTuple):
 
 
 def load(lab: str | Path | Lab | None = None) -> LabFrames:
-    """Read an existing lab (path, ``$RULELAB_HOME`` or ``./rulelab-runs``); never creates one."""
+    """Read an existing lab (path, ``$RULELAB_HOME`` or ``./rulelab-runs``); never creates one.
+
+    Runs whose registry row cannot be trusted are left out, each with a Python warning naming
+    it (:attr:`Lab.warnings`); a damaged metrics file raises :class:`StoreError`."""
     lab = lab if isinstance(lab, Lab) else Lab(lab, create=False)
-    return LabFrames(runs=lab.runs(), metrics=lab.read_metrics())
+    frames = LabFrames(runs=lab.runs(), metrics=lab.read_metrics())
+    for line in lab.warnings:
+        warnings.warn(line, stacklevel=2)
+    lab.warnings.clear()
+    return frames

@@ -7,6 +7,7 @@ atomically replaces the run's file.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -14,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rulelab.store.atomic import atomic_write
-from rulelab.store.errors import StoreError, first_line
+from rulelab.store.errors import StoreError, first_line, write_errors
 
 SCHEMA = pa.schema(
     [
@@ -44,11 +45,17 @@ def write_metrics(directory: Path, run_id: str, frame: pd.DataFrame) -> None:
     if others:
         raise ValueError(f"metrics frame for run {run_id} has rows of run(s) {sorted(others)}")
     table = pa.Table.from_pandas(frame[list(COLUMNS)], schema=SCHEMA, preserve_index=False)
-    atomic_write(metrics_path(directory, run_id), lambda f: pq.write_table(table, f))
+    path = metrics_path(directory, run_id)
+    with write_errors(path):
+        atomic_write(path, lambda f: pq.write_table(table, f))
 
 
-def read_metrics(directory: Path, run_ids: list[str] | None = None) -> pd.DataFrame:
-    """Rows of the given runs (all runs when None); runs without a file are skipped."""
+def read_metrics(directory: Path, run_ids: list[str] | None = None,
+                 on_bad: Callable[[Path, str], None] | None = None) -> pd.DataFrame:
+    """Rows of the given runs (all runs when None); runs without a file are skipped.
+
+    A file that does not read raises :class:`StoreError`, or, given ``on_bad``, is skipped
+    and reported as ``on_bad(path, why)`` (a report still shows the other runs)."""
     if run_ids is None:
         paths = sorted(directory.glob("*.parquet")) if directory.is_dir() else []
     else:
@@ -59,5 +66,7 @@ def read_metrics(directory: Path, run_ids: list[str] | None = None) -> pd.DataFr
         try:
             tables.append(pq.read_table(path, schema=SCHEMA))
         except (OSError, pa.ArrowException, ValueError) as err:
-            raise StoreError(f"corrupt metrics file {path}: {first_line(err)}") from None
+            if on_bad is None:
+                raise StoreError(f"corrupt metrics file {path}: {first_line(err)}") from None
+            on_bad(path, first_line(err))
     return pa.concat_tables(tables).to_pandas()

@@ -1,9 +1,18 @@
 """The run registry: ``registry.sqlite`` in the lab directory (DESIGN §3).
 
 Stdlib sqlite3 in WAL mode, one table ``runs`` and a schema version in ``PRAGMA user_version``.
-One writer (the driver process); readers may run concurrently. An existing file is checked
-read-only (SQLite header, ``PRAGMA integrity_check``, schema) before anything writes to it, and a
-file that fails the check is reported as a :class:`StoreError` and left byte-for-byte untouched.
+One writer (the driver process); readers may run concurrently.
+
+- Reads go through :meth:`Registry.reading`: a ``query_only`` connection in a writable lab
+  (its last close removes the ``-wal``/``-shm`` files it needed, so reading leaves the lab as it
+  was), ``mode=ro`` on read-only files or a full disk, and ``immutable=1`` where WAL could not
+  create its ``-shm`` file there (a read-only directory, no space left).
+- An existing file is checked (SQLite header, ``PRAGMA integrity_check``, schema) before
+  anything writes to it; a file that fails the check is reported as a :class:`StoreError` and
+  left byte-for-byte untouched. A read-only lab or a full disk is reported as what it is.
+- Stored rows are not trusted blindly: a row whose JSON does not decode, or whose config does
+  not hash to its run id (:func:`rulelab.config.stable_hash`, how run ids are made), is left
+  out of :meth:`Registry.rows` and reported through ``on_bad``.
 """
 
 from __future__ import annotations
@@ -11,11 +20,14 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rulelab.store.errors import StoreError, first_line
+from rulelab.config.base import stable_hash
+from rulelab.store.errors import StoreError, first_line, low_on_space, no_space, read_only
+from rulelab.store.paths import writable
 
 SCHEMA_VERSION = 1
 STATUSES = ("pending", "running", "done", "failed")
@@ -76,19 +88,24 @@ class Registry:
     def __init__(self, path: Path) -> None:
         self.path = path
 
+    @property
+    def writable(self) -> bool:
+        """Whether the registry and its folder (WAL's ``-wal``/``-shm`` files) can be written."""
+        return writable(self.path.parent) and (not self.path.exists() or writable(self.path))
+
     # --- opening -----------------------------------------------------------------------------
     def check(self) -> bool:
-        """Validate an existing file read-only. True if it holds the current schema, False if
-        it is an empty database (a creation that stopped before the schema was written)."""
-        uri = self.path.absolute().as_uri() + "?mode=ro"
+        """Validate an existing file without writing to it. True if it holds the current
+        schema, False if it is an empty database (a creation that stopped before the schema
+        was written)."""
         try:
-            with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=_TIMEOUT_S)) as conn:
+            with self._reader() as conn:
                 result = [row[0] for row in conn.execute("PRAGMA integrity_check")]
                 user_version = conn.execute("PRAGMA user_version").fetchone()[0]
                 objects = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
                 columns = tuple(row[1] for row in conn.execute("PRAGMA table_info(runs)"))
         except sqlite3.Error as err:
-            raise self._corrupt(first_line(err)) from None
+            raise self._explain(err, corrupt_otherwise=True) from None
         if result != ["ok"]:
             raise self._corrupt(f"integrity_check failed: {'; '.join(map(str, result[:3]))}")
         if user_version == 0 and objects == 0:
@@ -99,18 +116,29 @@ class Registry:
             )
         return True
 
-    def create(self) -> None:
-        """Create the schema (WAL mode, user_version) in a new or empty database file."""
-        try:
-            conn = sqlite3.connect(self.path, timeout=_TIMEOUT_S, isolation_level=None)
-            with contextlib.closing(conn):
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("BEGIN IMMEDIATE")
-                conn.execute(_SCHEMA)
-                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-                conn.execute("COMMIT")
-        except sqlite3.Error as err:
-            raise StoreError(f"cannot create lab registry {self.path}: {first_line(err)}") from None
+    def create(self, attempts: int = 50) -> None:
+        """Create the schema (WAL mode, user_version) in a new or empty database file.
+
+        The caller holds the lab's creation lock (:class:`rulelab.store.Lab`), so only readers
+        can compete; switching to WAL may still meet their lock, which SQLite reports at once
+        rather than waiting: retried for a few seconds."""
+        for attempt in range(attempts):
+            try:
+                conn = sqlite3.connect(self.path, timeout=_TIMEOUT_S, isolation_level=None)
+                with contextlib.closing(conn):
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.execute("BEGIN IMMEDIATE")
+                    conn.execute(_SCHEMA)
+                    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                    conn.execute("COMMIT")
+                return
+            except sqlite3.OperationalError as err:
+                if "locked" in str(err) and attempt + 1 < attempts:
+                    time.sleep(0.1)
+                    continue
+                raise self._explain(err, prefix="cannot create lab registry") from None
+            except sqlite3.Error as err:
+                raise self._explain(err, prefix="cannot create lab registry") from None
 
     def _corrupt(self, why: str) -> StoreError:
         return StoreError(
@@ -118,22 +146,75 @@ class Registry:
             "(move it away or pass another --lab)"
         )
 
+    def _explain(self, err: sqlite3.Error, *, corrupt_otherwise: bool = False,
+                 prefix: str = "lab registry") -> StoreError:
+        """What a failed SQLite call means for the user: no space, read-only, busy, corrupt."""
+        text = str(err).lower()
+        if "disk is full" in text or ("disk i/o" in text and low_on_space(self.path)):
+            return no_space(self.path)
+        if "readonly" in text or "read-only" in text or (
+                "unable to open" in text and not self.writable):
+            return read_only(self.path.parent)
+        if "locked" in text or "busy" in text:
+            return StoreError(f"{prefix} {self.path} is busy (another process holds it: "
+                              f"{first_line(err)}); try again")
+        if corrupt_otherwise or not isinstance(err, sqlite3.OperationalError):
+            return self._corrupt(first_line(err))
+        return StoreError(f"{prefix} {self.path}: {first_line(err)}")
+
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        """A connection that never writes to the database (see the module docstring)."""
+        conn = self._open_reader()
+        conn.row_factory = sqlite3.Row
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def _open_reader(self) -> sqlite3.Connection:
+        if self.writable:
+            conn = sqlite3.connect(self.path, timeout=_TIMEOUT_S)
+            try:
+                conn.execute("PRAGMA query_only=1")
+                conn.execute("PRAGMA user_version").fetchone()
+                return conn
+            except sqlite3.OperationalError:
+                conn.close()
+                if not low_on_space(self.path):  # a full disk cannot hold WAL's -shm: read as
+                    raise  # on a read-only lab below; anything else is reported as it is
+        uri = self.path.absolute().as_uri()
+        conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=_TIMEOUT_S)
+        try:
+            conn.execute("PRAGMA user_version").fetchone()
+            return conn
+        except sqlite3.OperationalError:  # WAL without a -shm it may create: read the file as is
+            conn.close()
+        return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=_TIMEOUT_S)
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection whose errors are reported as :class:`StoreError`."""
+        try:
+            with self._reader() as conn:
+                yield conn
+        except sqlite3.Error as err:
+            raise self._explain(err) from None
+
     @contextlib.contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
         """A connection whose ``with conn:`` blocks are transactions; closed on exit."""
         try:
             conn = sqlite3.connect(self.path, timeout=_TIMEOUT_S)
         except sqlite3.Error as err:
-            raise StoreError(f"cannot open lab registry {self.path}: {first_line(err)}") from None
+            raise self._explain(err, prefix="cannot open lab registry") from None
         conn.row_factory = sqlite3.Row
         try:
             yield conn
         except sqlite3.IntegrityError:
             raise  # a bug in the caller (e.g. an invalid status), not a lab problem
-        except sqlite3.OperationalError as err:  # locked, disk full, I/O error, ...
-            raise StoreError(f"lab registry {self.path}: {first_line(err)}") from None
-        except sqlite3.DatabaseError as err:  # SQLITE_CORRUPT / SQLITE_NOTADB
-            raise self._corrupt(first_line(err)) from None
+        except sqlite3.Error as err:  # locked, disk full, read-only, I/O error, corrupt, ...
+            raise self._explain(err) from None
         finally:
             conn.close()
 
@@ -170,7 +251,7 @@ class Registry:
 
     # --- reads -------------------------------------------------------------------------------
     def statuses(self, run_ids: list[str] | None = None) -> dict[str, str]:
-        with self.connect() as conn:
+        with self.reading() as conn:
             if run_ids is None:
                 rows = conn.execute("SELECT run_id, status FROM runs").fetchall()
             else:
@@ -184,14 +265,32 @@ class Registry:
                     ).fetchall()
         return {row["run_id"]: row["status"] for row in rows}
 
-    def rows(self) -> list[dict]:
-        """All rows as dicts, oldest first, with ``config``/``summary`` decoded from JSON."""
-        with self.connect() as conn:
+    def rows(self, on_bad: Callable[[str, str], None] | None = None) -> list[dict]:
+        """All readable rows as dicts, oldest first, with ``config``/``summary`` decoded from
+        JSON. A row that cannot be trusted is left out and ``on_bad(run_id, why)`` called."""
+        with self.reading() as conn:
             rows = conn.execute("SELECT * FROM runs ORDER BY created_at, run_id").fetchall()
         out = []
         for row in rows:
             record = dict(row)
-            record["config"] = json.loads(record.pop("config_json") or "{}")
-            record["summary"] = json.loads(record.pop("summary_json") or "{}")
-            out.append(record)
+            why = _decode(record)
+            if why is None:
+                out.append(record)
+            elif on_bad is not None:
+                on_bad(str(record["run_id"]), why)
         return out
+
+
+def _decode(record: dict) -> str | None:
+    """Decode ``config_json``/``summary_json`` in place; the reason when the row is damaged."""
+    for column, key in (("config_json", "config"), ("summary_json", "summary")):
+        try:
+            value = json.loads(record.pop(column) or "{}")
+        except ValueError as err:
+            return f"its stored {key} is not valid JSON ({first_line(err)})"
+        if not isinstance(value, dict):
+            return f"its stored {key} is not a JSON object"
+        record[key] = value
+    if stable_hash(record["config"]) != record["run_id"]:
+        return "its stored config does not hash to its run id (changed after it was written)"
+    return None

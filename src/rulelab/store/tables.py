@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rulelab.store.atomic import atomic_write
-from rulelab.store.errors import StoreError, first_line
+from rulelab.store.errors import StoreError, first_line, write_errors
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
@@ -32,9 +32,10 @@ def table_path(directory: Path, name: str, key: str) -> Path:
 
 def write_table(directory: Path, name: str, key: str, frame: pd.DataFrame) -> Path:
     path = table_path(directory, name, key)
-    path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(frame.reset_index(drop=True), preserve_index=False)
-    atomic_write(path, lambda f: pq.write_table(table, f))
+    with write_errors(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda f: pq.write_table(table, f))
     return path
 
 

@@ -4,7 +4,8 @@ The driver is the registry's one writer: it registers every run of the recipe, p
 not yet finished, hands chunk specs to an executor and records what comes back (``running``
 when a chunk starts, then ``done`` or ``failed`` with its reason; a chunk lost with its worker
 goes back to ``pending``). A lock file (``<lab>/sweep.lock``, released by the OS if the driver
-dies) keeps two drivers off one lab and tells ``rulelab status`` whether a sweep is active.
+dies; ``rulelab train`` takes it too) keeps two writers off one lab and tells ``rulelab status``
+whether a sweep is active.
 
 Re-running a sweep continues it: finished runs are skipped, the others resume from their last
 per-run checkpoint, regrouped by epoch. A run's numbers do not depend on its chunk, so a sweep
@@ -14,13 +15,13 @@ killed at any point and re-run ends with the metrics of an uninterrupted one.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rulelab.store import Lab, StoreError
+from rulelab.store.atomic import remove_stale_temp_files
+from rulelab.store.errors import first_line
+from rulelab.store.lock import lab_lock, lock_holder
 from rulelab.store.registry import Registry
 from rulelab.sweep.chunk import ChunkSpec, LabFiles, RunOutcome, checkpoint_epoch
 from rulelab.sweep.estimate import memory_budget
@@ -28,7 +29,6 @@ from rulelab.sweep.planner import Plan, cell_key, plan_chunks
 from rulelab.sweep.recipe import Recipe
 
 FINISHED = ("done", "failed")
-LOCK_FILE = "sweep.lock"
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def make_plan(recipe: Recipe, lab: Lab | None, settings: Settings) -> Plan:
     statuses = lab.statuses([c.run_id for c in configs]) if lab else {}
     todo = [c for c in configs if statuses.get(c.run_id) not in FINISHED]
     files = LabFiles(lab.root) if lab else None
-    start = {c.run_id: checkpoint_epoch(files, c.run_id) for c in todo} if files else {}
+    start = {c.run_id: _resume_epoch(files, c.run_id) for c in todo} if files else {}
     budget, note = memory_budget(settings.device, settings.memory_gib)
     chunks, caps = plan_chunks(todo, start, max_members=settings.max_members,
                                budget_bytes=budget, micro_batch=settings.micro_batch,
@@ -83,6 +83,17 @@ def make_plan(recipe: Recipe, lab: Lab | None, settings: Settings) -> Plan:
     return Plan(recipe.experiment, recipe.task, len(configs), len({cell_key(c) for c in configs}),
                 counts.count("done"), counts.count("failed"), chunks, budget, note,
                 settings.max_members, caps)
+
+
+def _resume_epoch(files: LabFiles, run_id: str) -> int:
+    """:func:`checkpoint_epoch`, with a checkpoint that loads but is not a state of ours (no
+    integer epoch) reported as one line naming the file."""
+    try:
+        return checkpoint_epoch(files, run_id)
+    except (KeyError, IndexError, TypeError, ValueError) as err:
+        raise StoreError(f"checkpoint {files.checkpoints_dir / (run_id + '.pt')} is not a "
+                         f"rulelab state ({first_line(err)}); move it away to train that run "
+                         "from the start") from None
 
 
 def chunk_specs(plan: Plan, lab: Lab, settings: Settings) -> list[ChunkSpec]:
@@ -96,13 +107,16 @@ def chunk_specs(plan: Plan, lab: Lab, settings: Settings) -> list[ChunkSpec]:
     ) for c in plan.chunks]
 
 
-def run_sweep(recipe: Recipe, lab: Lab, settings: Settings, executor, progress=None
-              ) -> SweepResult:
-    """Train every unfinished run of ``recipe`` into ``lab`` with ``executor``."""
+def run_sweep(recipe: Recipe, lab: Lab, settings: Settings, executor, progress=None,
+              on_start=None) -> SweepResult:
+    """Train every unfinished run of ``recipe`` into ``lab`` with ``executor``; ``on_start``
+    is called once the lab's lock is held (a refused sweep prints nothing else)."""
     from rulelab.sweep.progress import SweepProgress
 
     progress = progress or SweepProgress()
     with sweep_lock(lab, recipe.experiment):
+        if on_start:
+            on_start()
         configs = recipe.configs()
         lab.register([(c.run_id, c.flat()) for c in configs], recipe.experiment)
         plan = make_plan(recipe, lab, settings)
@@ -150,40 +164,13 @@ class _Events:
 # --- the lab lock ---------------------------------------------------------------------------
 @contextlib.contextmanager
 def sweep_lock(lab: Lab, experiment: str):
-    """Hold ``<lab>/sweep.lock`` exclusively for the sweep; the OS drops it if we die."""
-    path = lab.root / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = active_sweep(lab.root, _probe=False) or {}
-            raise StoreError(f"another sweep (pid {holder.get('pid', '?')}, experiment "
-                             f"{holder.get('experiment', '?')}) is running on lab {lab.root}; "
-                             "wait for it or pass another --lab") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "experiment": experiment}).encode())
+    """Hold the lab's writer lock (:func:`rulelab.store.lock.lab_lock`, also taken by
+    ``rulelab train``) for the sweep; the OS drops it if we die."""
+    with lab_lock(lab.root, command="sweep", experiment=experiment):
+        remove_stale_temp_files(lab.root)  # left by killed writers; live writers' are kept
         yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def active_sweep(root: str | Path, *, _probe: bool = True) -> dict | None:
-    """``{pid, experiment}`` of the sweep holding the lab's lock, or None if none does."""
-    path = Path(root) / LOCK_FILE
-    if not path.is_file():
-        return None
-    try:
-        info = json.loads(path.read_text() or "{}")
-    except (OSError, ValueError):
-        info = {}
-    if not _probe:
-        return info
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return info or {"pid": "?", "experiment": "?"}
-    finally:
-        os.close(fd)
-    return None
+    """``{pid, experiment, command}`` of the sweep or train holding the lab's lock, or None."""
+    return lock_holder(root, probe=_probe)

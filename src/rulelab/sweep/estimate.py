@@ -147,6 +147,47 @@ def memory_budget(device: str, gib: float | None = None) -> tuple[int, str]:
     return int(0.5 * avail), f"50% of available RAM ({avail / GiB:.1f} GiB)"
 
 
+def available_memory(device: str) -> tuple[int | None, str]:
+    """Bytes free on ``device`` now (None when unknown: planning for a GPU not visible here),
+    and what that figure is."""
+    if device.startswith("cuda"):
+        try:
+            import torch
+
+            free, _ = torch.cuda.mem_get_info(torch.device(device))
+            return int(free), f"free memory of {device}"
+        except Exception:
+            return None, "unknown GPU memory"
+    return _mem_available(), "available RAM"
+
+
+SHAPE_FLAGS = {"mpsp": "--d-model/--d-mlp/--layers/--n-train", "modular": "--width/--p",
+               "digits": "--hidden/--n-train"}
+
+
+def oversized(configs, device: str, micro_batch: int = 512, eval_chunk: int = 2048
+              ) -> str | None:
+    """Why a single run of ``configs`` cannot fit ``device``'s memory (one line naming the
+    shape flags), or None. Checked before anything is registered or allocated: an ensemble of
+    one member is the least a run needs, and the estimate errs on the generous side."""
+    available, note = available_memory(device)
+    if available is None:
+        return None
+    seen: set[str] = set()
+    for c in configs:
+        key = c.shape_key()
+        if key in seen:
+            continue
+        seen.add(key)
+        need = run_cost(c, micro_batch, eval_chunk).member_bytes
+        if need > available:
+            flags = SHAPE_FLAGS.get(c.task, "the model size")
+            return (f"{flags}: one run of {c.label()} needs about {human_bytes(need)} "
+                    f"(estimate), more than the {human_bytes(available)} of {note}; "
+                    f"use a smaller {flags.split('/')[0]}")
+    return None
+
+
 def _mem_available() -> int:
     try:
         with open("/proc/meminfo") as f:

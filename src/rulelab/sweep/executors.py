@@ -17,6 +17,8 @@ registry; chunks write their runs' files (checkpoints, metrics) into the lab dir
 
 from __future__ import annotations
 
+import contextlib
+import socket
 from collections.abc import Sequence
 
 from rulelab.store import StoreError
@@ -47,8 +49,9 @@ def import_ray():
 
 class RayExecutor:
     """Chunks as Ray tasks. ``address`` None starts a local runtime (``num_cpus`` CPUs, default
-    all); ``"auto"`` or ``ray://…`` joins a running cluster. A runtime already initialised in
-    this process (e.g. by a test) is used as is and left running."""
+    all); ``host:port``, ``"auto"`` or ``ray://…`` joins a running cluster (a ``host:port``
+    nobody answers at fails in seconds). A runtime already initialised in this process (e.g.
+    by a test) is used as is and left running."""
 
     name = "ray"
 
@@ -74,6 +77,8 @@ class RayExecutor:
         ray = import_ray()
         if ray.is_initialized():
             return
+        if self.address:
+            probe_address(ray, self.address)
         try:
             ray.init(address=self.address, num_cpus=None if self.address else self.num_cpus,
                      include_dashboard=False, log_to_driver=False, configure_logging=False)
@@ -119,6 +124,29 @@ class RayExecutor:
                     events.lost(spec, _reason(err))
                     continue
                 events.finished(spec, outcomes)
+
+
+def probe_address(ray, address: str, timeout: float = 5.0) -> None:
+    """Fail in seconds where no Ray cluster listens at ``host:port`` (``ray.init`` would retry
+    for minutes). Probes the address Ray will connect to: it replaces a loopback host by this
+    machine's address. ``auto`` and ``ray://`` (Ray Client) addresses are left to Ray."""
+    if address in ("auto", "local") or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not (sep and host and port.isdigit()):
+        raise RayUnavailable(f"--address: {address!r} is not allowed; use host:port (the head's "
+                             "GCS address), auto or ray://host:port")
+    target = address
+    with contextlib.suppress(Exception):  # a private helper: where it moved, probe as given
+        target = ray._private.services.canonicalize_bootstrap_address(address) or address
+    host, _, port = target.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as err:
+        via = f" (Ray connects to {target})" if target != address else ""
+        raise RayUnavailable(f"--address: no Ray cluster answers at {address}{via}: "
+                             f"{err.strerror or type(err).__name__}; start one with "
+                             "`ray start --head` or pass its address") from None
 
 
 def _reason(err: BaseException) -> str:

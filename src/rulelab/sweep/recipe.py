@@ -20,6 +20,7 @@ anything is written, with one line ``file:line: key: message``.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,13 +30,22 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rulelab.config import CONFIGS
-from rulelab.sweep.yaml_lines import Lines, RecipeError, suggest
+from rulelab.config.base import StrictTypes
+from rulelab.grid import MAX_RUNS
+from rulelab.sweep.yaml_lines import (
+    MAX_BYTES,
+    MAX_DEPTH,
+    Lines,
+    RecipeError,
+    check_node_size,
+    suggest,
+)
 
 TOP_KEYS = ("experiment", "task", "description", "base", "grid", "seeds", "execution")
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}")  # experiment names (also --experiment)
 
 
-class Execution(BaseModel):
+class Execution(StrictTypes):
     """How a recipe runs by default; the ``rulelab sweep`` flags override these."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -95,9 +105,17 @@ def load_recipe(path: str | Path) -> Recipe:
     """Read and validate ``path``; raises :class:`RecipeError` (one line) on any problem."""
     path = Path(path)
     try:
-        text = path.read_text()
+        if path.is_file() and path.stat().st_size > MAX_BYTES:
+            raise RecipeError(f"{path}: too large for a recipe ({path.stat().st_size:,} bytes; "
+                              f"at most {MAX_BYTES:,})")
+        data = path.read_bytes()
     except OSError as e:
         raise RecipeError(f"{path}: cannot read the recipe: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RecipeError(f"{path}: not a text file (byte {e.start} is not UTF-8); a recipe is "
+                          "a YAML file") from None
     return parse_recipe(text, path)
 
 
@@ -106,6 +124,8 @@ def parse_recipe(text: str, path: Path) -> Recipe:
     lines = Lines(path, loader)
     try:
         node = loader.get_single_node()
+        if node is not None:
+            check_node_size(path, node)  # before anything walks or builds it
         data = loader.construct_document(node) if node is not None else None
         if node is not None:
             lines.index(node)
@@ -113,6 +133,8 @@ def parse_recipe(text: str, path: Path) -> Recipe:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise RecipeError(f"{where}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
+    except RecursionError:
+        raise RecipeError(f"{path}: nested more than {MAX_DEPTH} levels deep") from None
     finally:
         loader.dispose()
     if not isinstance(data, dict):
@@ -126,8 +148,8 @@ def parse_recipe(text: str, path: Path) -> Recipe:
             raise RecipeError(f"{path}:1: {key}: missing (required)")
     experiment, task = data["experiment"], data["task"]
     if not isinstance(experiment, str) or not NAME.fullmatch(experiment):
-        raise lines.error(("experiment",), f"{experiment!r} is not allowed; use letters, "
-                          "digits, '-', '_' or '.'")
+        raise lines.error(("experiment",), f"{experiment!r} is not allowed; use up to 100 "
+                          "letters, digits, '-', '_' or '.', starting with a letter or digit")
     if task not in CONFIGS:
         raise lines.error(("task",), f"{task!r} is not allowed; use one of "
                           f"{', '.join(sorted(CONFIGS))}")
@@ -143,6 +165,11 @@ def parse_recipe(text: str, path: Path) -> Recipe:
                 raise lines.error(path_, "also set in base; set a key in base or in grid, "
                                   "not both")
     seeds = _seeds(data.get("seeds", 1), lines)
+    n_runs = sum(math.prod(len(v) for v in grid.values()) for grid in grids) * len(seeds)
+    if n_runs > MAX_RUNS:
+        raise lines.error(("grid",) if "grid" in data else ("seeds",),
+                          f"{n_runs:,} runs (cells × seeds) is not allowed; a recipe holds at "
+                          f"most {MAX_RUNS:,} runs")
     execution = _execution(data, lines)
     description = data.get("description") or ""
     recipe = Recipe(path, experiment, task, str(description), base, grids, seeds, execution)
@@ -191,16 +218,18 @@ def _seeds(raw, lines: Lines) -> tuple[int, ...]:
         return isinstance(v, int) and not isinstance(v, bool)
 
     if is_int(raw):
-        if raw < 1:
-            raise lines.error(("seeds",), f"{raw} is not allowed; give a count ≥ 1")
+        if not 1 <= raw <= MAX_RUNS:
+            raise lines.error(("seeds",), f"{raw} is not allowed; give a count from 1 to "
+                              f"{MAX_RUNS:,}")
         return tuple(range(raw))
     if isinstance(raw, dict):
         extra = set(raw) - {"count", "start"}
         if extra:
             raise lines.error(("seeds", sorted(extra)[0]), "unknown key; use count and start")
         count, start = raw.get("count"), raw.get("start", 0)
-        if not is_int(count) or count < 1:
-            raise lines.error(("seeds", "count"), f"{count!r} is not allowed; give a count ≥ 1")
+        if not is_int(count) or not 1 <= count <= MAX_RUNS:
+            raise lines.error(("seeds", "count"), f"{count!r} is not allowed; give a count "
+                              f"from 1 to {MAX_RUNS:,}")
         if not is_int(start) or start < 0:
             raise lines.error(("seeds", "start"), f"{start!r} is not allowed; it must be ≥ 0")
         return tuple(range(start, start + count))
@@ -222,11 +251,12 @@ def _execution(data: dict, lines: Lines) -> Execution:
         execution = Execution(**raw)
     except ValidationError as err:
         e = err.errors()[0]
-        key = str(e["loc"][0]) if e.get("loc") else ""
+        key = str(e["loc"][0]) if e.get("loc") else _flag_in(e.get("msg", ""))
         if e.get("type") == "extra_forbidden":
             raise lines.error(("execution", key), f"unknown key"
                               f"{suggest(key, Execution.model_fields)}") from None
-        raise lines.error(("execution", key), _value_message(e)) from None
+        raise lines.error(("execution", key),
+                          _value_message(e).removeprefix(f"{key}: ")) from None
     from rulelab.train.tracking import TRACKERS
 
     bad = [t for t in execution.track if t not in TRACKERS]

@@ -1,4 +1,9 @@
-"""``rulelab status``: progress per experiment, read from the registry (never written)."""
+"""``rulelab status``: progress per experiment, read from the registry (never written).
+
+Experiment names, paths and failure reasons come from users and from the lab: they are
+printed as text, never as rich markup (``[/bold]`` in a name would otherwise crash the table,
+``[link=…]`` inject a hyperlink).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,13 @@ from collections import Counter, defaultdict
 from rulelab.store import Lab
 from rulelab.store.registry import STATUSES
 from rulelab.sweep.driver import active_sweep
+from rulelab.train.summary import generalized_of
 
 
 def experiment_status(lab: Lab) -> list[dict]:
-    """One dict per experiment: run counts per status, generalized runs, failure reasons."""
+    """One dict per experiment: run counts per status, generalized runs (val and adv both 100%,
+    SPEC S.3; ``generalized_unknown``: old adv-only summaries that need their metrics),
+    failure reasons."""
     by_exp: dict[str, list[dict]] = defaultdict(list)
     for row in lab.runs_json():
         by_exp[row["experiment"] or "-"].append(row)
@@ -22,7 +30,8 @@ def experiment_status(lab: Lab) -> list[dict]:
         out.append({
             "experiment": name, "runs": len(rows),
             **{s: counts.get(s, 0) for s in STATUSES},
-            "generalized": sum(bool(r["summary"].get("generalized")) for r in done),
+            "generalized": sum(generalized_of(r["summary"]) is True for r in done),
+            "generalized_unknown": sum(generalized_of(r["summary"]) is None for r in done),
             "failed_reasons": dict(reasons.most_common(3)),
         })
     return out
@@ -39,21 +48,25 @@ def _short(error: str | None) -> str:
 
 
 def print_status(console, status: dict) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"lab {status['lab']}", title_justify="left")
+    table = Table(title=f"lab {escape(status['lab'])}", title_justify="left")
     for col in ("experiment", "runs", "done", "running", "pending", "failed", "generalized"):
         table.add_column(col, justify="left" if col == "experiment" else "right")
     for e in status["experiments"]:
         gen = f"{e['generalized']}/{e['done']}" if e["done"] else "-"
-        table.add_row(e["experiment"], str(e["runs"]), str(e["done"]), str(e["running"]),
+        if e.get("generalized_unknown"):
+            gen += f" ({e['generalized_unknown']} old: see rulelab runs)"
+        table.add_row(escape(str(e["experiment"])), str(e["runs"]), str(e["done"]),
+                      str(e["running"]),
                       str(e["pending"]), str(e["failed"]), gen)
     console.print(table)
     active = status["active_sweep"]
     stale = sum(e["running"] for e in status["experiments"])
     if active:
-        console.print(f"sweep running: pid {active.get('pid')}, experiment "
-                      f"{active.get('experiment')}")
+        console.print(f"{active.get('command', 'sweep')} running: pid {active.get('pid')}, "
+                      f"experiment {active.get('experiment')}", markup=False, highlight=False)
     elif stale:
         console.print(f"no sweep is running: the {stale} 'running' run(s) were interrupted; "
                       "re-run their sweep to resume them from their checkpoints")

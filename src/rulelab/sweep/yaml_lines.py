@@ -1,5 +1,6 @@
 """Line numbers for YAML recipes: every key and list item of a composed node tree, so that a
-recipe error can say ``file:line: key: message`` (:mod:`rulelab.sweep.recipe`)."""
+recipe error can say ``file:line: key: message`` (:mod:`rulelab.sweep.recipe`); and the size
+limits that keep a hostile recipe (an alias bomb, deep nesting) from exhausting memory."""
 
 from __future__ import annotations
 
@@ -60,3 +61,49 @@ class Lines:
         if key and not name.endswith(key) and key not in name:
             name = f"{name} ({key})" if name else key
         return RecipeError(f"{self.path}:{self.line(at)}: {name}: {message}")
+
+
+# --- size limits: a recipe is a small file; these refuse what would exhaust memory -----------
+MAX_BYTES = 1 << 20  # the file
+MAX_DEPTH = 32  # nesting of mappings and lists
+MAX_NODES = 100_000  # keys, values and list items with every alias expanded ("billion laughs")
+
+
+def check_node_size(path: Path, root) -> None:
+    """Refuse a composed YAML node graph that is cyclic, nested deeper than ``MAX_DEPTH`` or
+    larger than ``MAX_NODES`` once aliases are expanded (counted on the graph, memoized, so
+    the check itself stays linear in the file)."""
+    memo: dict[int, tuple[int, int]] = {}  # id(node) → (expanded nodes, depth)
+    on_path: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        kids = _children(node)
+        if done:
+            on_path.discard(id(node))
+            count = 1 + sum(memo[id(k)][0] for k in kids)
+            depth = 1 + max((memo[id(k)][1] for k in kids), default=0)
+            if count > MAX_NODES:
+                raise RecipeError(f"{path}:{node.start_mark.line + 1}: too large: more than "
+                                  f"{MAX_NODES:,} values once aliases are expanded")
+            if depth > MAX_DEPTH:
+                raise RecipeError(f"{path}:{node.start_mark.line + 1}: nested more than "
+                                  f"{MAX_DEPTH} levels deep")
+            memo[id(node)] = (count, depth)
+            continue
+        if id(node) in memo:
+            continue
+        if id(node) in on_path:
+            raise RecipeError(f"{path}:{node.start_mark.line + 1}: an alias refers to a value "
+                              "that contains it (a recursive alias)")
+        on_path.add(id(node))
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids if id(k) not in memo)
+
+
+def _children(node) -> list:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []

@@ -27,13 +27,18 @@ class EnsembleData:
     val_y: torch.Tensor
     adv_x: torch.Tensor
     adv_y: torch.Tensor
+    # The shortcut label s = max(x) or x_1 mod k of each val / adv example (S.1), computed once
+    # with the splits: the phase-1 score (S.4.6) counts predictions equal to it.
+    val_s: torch.Tensor | None = None
+    adv_s: torch.Tensor | None = None
 
     @property
     def n_train(self) -> int:
         return self.train_x.shape[1]
 
     def to(self, device: torch.device | str) -> EnsembleData:
-        return EnsembleData(**{k: v.to(device) for k, v in self.__dict__.items()})
+        return EnsembleData(**{k: None if v is None else v.to(device)
+                               for k, v in self.__dict__.items()})
 
 
 def stack_mpsp(configs) -> EnsembleData:
@@ -51,4 +56,6 @@ def stack_mpsp(configs) -> EnsembleData:
         val_y=stack("val", "label"),
         adv_x=stack("adv", "x"),
         adv_y=stack("adv", "label"),
+        val_s=stack("val", "shortcut"),
+        adv_s=stack("adv", "shortcut"),
     )

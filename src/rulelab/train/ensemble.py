@@ -7,7 +7,7 @@ from rulelab.optim.adamw import BatchedAdamW
 from rulelab.train.base import EnsembleTrainerBase, MetricRow, TrainOptions
 from rulelab.train.data import stack_mpsp
 from rulelab.train.evaluate import evaluate
-from rulelab.train.summary import MemberSummary
+from rulelab.train.summary import MemberSummary, is_legacy
 
 __all__ = ["EnsembleTrainer", "MetricRow", "TrainOptions"]
 
@@ -38,3 +38,10 @@ class EnsembleTrainer(EnsembleTrainerBase):
 
     def new_summary(self, cfg) -> MemberSummary:
         return MemberSummary(cfg.transient_threshold)
+
+    def load_member_state(self, e: int, state: dict) -> None:
+        super().load_member_state(e, state)
+        if is_legacy(state["summary"]):  # adv-only summary (before issue 8): recompute (S.3)
+            cfg = self.configs[e]
+            self.summaries[e] = MemberSummary.replay(
+                state["rows"], cfg.transient_threshold, state["summary"].get("failed_reason"))

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rulelab.store import Lab
+from rulelab.store import Lab, StoreError
+from rulelab.store.atomic import remove_stale_temp_files
+from rulelab.store.lock import lab_lock
 from rulelab.train.base import EnsembleTrainerBase, TrainOptions
 from rulelab.train.tracking import Tracker, track_epochs
 
@@ -84,6 +86,19 @@ class Progress:
     def finish(self) -> None: ...
 
 
+def memory_cap(configs: Sequence, device: str, micro_batch: int = 512,
+               eval_chunk: int = 2048) -> int:
+    """Most members an ensemble of ``configs`` may hold within the device's memory budget
+    (the sweep planner's estimate, :mod:`rulelab.sweep.estimate`); at least 1."""
+    from rulelab.sweep.estimate import memory_budget, run_cost
+
+    budget, _ = memory_budget(device)
+    shapes = {c.shape_key(): c for c in configs}
+    need = max((run_cost(c, micro_batch, eval_chunk).member_bytes for c in shapes.values()),
+               default=1)
+    return max(1, budget // max(need, 1))
+
+
 def run_configs(
     configs: Sequence,
     lab: Lab,
@@ -92,19 +107,34 @@ def run_configs(
     options: RunOptions,
     progress: Progress | None = None,
     on_ensemble: Callable[[list], None] | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> list[str]:
-    """Train every config not yet finished in ``lab``; returns all run ids in order."""
+    """Train every config not yet finished in ``lab``; returns all run ids in order.
+
+    Holds the lab's writer lock (``sweep.lock``, as ``rulelab sweep`` does) from registering
+    to the last ensemble: a second ``train`` or a sweep on the same lab is refused at once
+    (:class:`StoreError` naming the lock) instead of training the same runs twice.
+    ``on_start`` is called once everything is checked, the lock taken and the runs registered.
+    """
     unique = list({c.run_id: c for c in configs}.values())
-    lab.register([(c.run_id, c.flat()) for c in unique], experiment)
     statuses = lab.statuses([c.run_id for c in unique])
-    todo = [c for c in unique if statuses.get(c.run_id) not in FINISHED]
-    states = {c.run_id: lab.load_checkpoint(c.run_id) for c in todo}
-    start = {rid: s["epoch"] for rid, s in states.items() if s is not None}
-    progress = progress or Progress()
-    for chunk in plan_ensembles(todo, start, options.max_members):
-        _train_chunk(chunk, states, lab, options, progress)
-        if on_ensemble:
-            on_ensemble(chunk)
+    for c in unique:  # a damaged checkpoint fails here, before anything is written
+        if statuses.get(c.run_id) not in FINISHED:
+            lab.load_checkpoint(c.run_id)
+    with lab_lock(lab.root, command="train", experiment=experiment):
+        remove_stale_temp_files(lab.root)  # left by killed writers; live writers' are kept
+        lab.register([(c.run_id, c.flat()) for c in unique], experiment)
+        if on_start:
+            on_start()
+        statuses = lab.statuses([c.run_id for c in unique])
+        todo = [c for c in unique if statuses.get(c.run_id) not in FINISHED]
+        states = {c.run_id: lab.load_checkpoint(c.run_id) for c in todo}
+        start = {rid: s["epoch"] for rid, s in states.items() if s is not None}
+        progress = progress or Progress()
+        for chunk in plan_ensembles(todo, start, options.max_members):
+            _train_chunk(chunk, states, lab, options, progress)
+            if on_ensemble:
+                on_ensemble(chunk)
     return [c.run_id for c in unique]
 
 
@@ -134,7 +164,13 @@ def train_chunk(chunk, states, files, options: RunOptions, progress: Progress | 
     trainer = (trainer_cls or trainer_class(chunk[0].task))(chunk, options.train)
     for e, c in enumerate(chunk):
         if states.get(c.run_id) is not None:
-            trainer.load_member_state(e, states[c.run_id])
+            try:
+                trainer.load_member_state(e, states[c.run_id])
+            except (KeyError, RuntimeError, TypeError) as err:  # a state of another shape
+                raise StoreError(f"checkpoint of run {c.run_id} does not fit its config "
+                                 f"({type(err).__name__}: {err}); move "
+                                 f"checkpoints/{c.run_id}.pt away to train it from the "
+                                 "start") from None
     ids = [c.run_id for c in chunk]
     if on_start:
         on_start()
@@ -165,7 +201,7 @@ def train_chunk(chunk, states, files, options: RunOptions, progress: Progress | 
             snapshot()
         tracker.maybe_run(tr)
         if evaluated:
-            n_gen = sum(s.generalized for s in tr.summaries)
+            n_gen = sum(bool(s.generalized) for s in tr.summaries)  # S.3: val and adv 100%
             n_fail = sum(s.failed_reason is not None for s in tr.summaries)
             progress.update(tr.epoch, n_gen, n_fail)
         due = tr.epoch > 0 and tr.epoch % options.checkpoint_every == 0

@@ -4,6 +4,12 @@
 at log-spaced epochs (early dynamics are dense) and stores one table per analysis and run,
 ``analyses/<name>/<run_id>.parquet``. On resume the rows up to the checkpoint epoch are kept,
 so a killed-and-resumed run tracks the same rows as an uninterrupted one.
+
+The ``gradients`` rows carry, beside cos(g+, g−) and ‖g−‖/‖g+‖, ``eps`` = ‖g‖/(r‖g+‖) and
+``identity_dominated`` (issue 8: where ε is small the identity g = r·g+ + (1−r)·g− alone pins
+amplification to r/(1−r) and cos to −1) and each group's mean per-example gradient norm over up
+to 256 examples per group (:mod:`rulelab.analysis.gradients`); ``fingerprints`` rows carry the
+OV probe ``ov_probe_acc`` beside OV parity ρ (:mod:`rulelab.analysis.circuits`).
 """
 
 from __future__ import annotations
