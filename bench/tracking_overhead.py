@@ -15,19 +15,19 @@ import time
 
 import torch
 
-from rulelab.config import MPSPRunConfig
+from rulelab.settings import Settings
 from rulelab.store import Lab
-from rulelab.train.base import TrainOptions
-from rulelab.train.runner import RunOptions, run_configs
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+from rulelab.sweep.driver import run_configs
 from rulelab.train.tracking import track_epochs
 
 
 def timed_run(configs, track: tuple[str, ...]) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         lab = Lab(tmp, create=True)
-        opts = RunOptions(TrainOptions(), track=track, checkpoint_every=10**9)
+        opts = Settings(track=track, checkpoint_every=10**9, quiet=True)
         t0 = time.perf_counter()
-        run_configs(configs, lab, experiment="bench", options=opts)
+        run_configs(configs, lab, experiment="bench", settings=opts)
         return time.perf_counter() - t0
 
 

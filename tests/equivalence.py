@@ -1,7 +1,22 @@
-"""Shared assertion: member ``e`` of an ensemble equals the same run trained alone."""
+"""Shared assertion: member ``e`` of an ensemble equals the same run trained alone.
+
+``DEVICE`` is the device the equivalence tests train on: ``cpu`` unless the environment sets
+``RULELAB_TEST_DEVICE`` (``bench/gpu_check.sh`` runs them with ``cuda`` on a lent GPU).
+"""
+
+import os
 
 import pytest
 import torch
+
+DEVICE = os.environ.get("RULELAB_TEST_DEVICE", "cpu")
+
+
+def skip_unless_device() -> str:
+    """``DEVICE``, or skip the test where that device is not available here."""
+    if DEVICE.startswith("cuda") and not torch.cuda.is_available():
+        pytest.skip(f"RULELAB_TEST_DEVICE={DEVICE} but CUDA is not available")
+    return DEVICE
 
 
 def member_params(trainer, e: int) -> dict[str, torch.Tensor]:

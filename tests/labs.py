@@ -14,7 +14,7 @@ import torch
 
 from rulelab.store import Lab
 from rulelab.store.atomic import TEMP_NAME
-from rulelab.sweep import LocalExecutor, Settings, load_recipe, run_sweep
+from rulelab.sweep import LocalExecutor, load_recipe, run_sweep
 
 # a tiny MPSP model and data set: a run of 200 epochs trains in about a second
 TINY = ("layers: 1, heads: 1, d_model: 16, d_mlp: 16, seq_len: 5, vocab: 12, n_train: 96, "
@@ -31,7 +31,7 @@ def sweep(recipe_path: Path, lab_path: Path, progress=None, **overrides) -> Lab:
     """Run the recipe into ``lab_path`` in this process with the local executor."""
     recipe = load_recipe(recipe_path)
     lab = Lab(lab_path, create=True)
-    run_sweep(recipe, lab, Settings.from_recipe(recipe, **overrides), LocalExecutor(), progress)
+    run_sweep(recipe, lab, recipe.execution.merged(**overrides), LocalExecutor(), progress)
     return lab
 
 

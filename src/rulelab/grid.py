@@ -1,7 +1,9 @@
-"""Grids: lists of flag values expand to one config per combination × seed.
+"""Grids: lists of values expand to one config per combination × seed — written once, for the
+command line (``--ratio 0.5 0.9 --weight-decay 0.1 0.2 --seeds 8`` = 2 × 2 × 8 = 32 runs) and
+for recipes (``grid:`` maps, or a list of them: the union of their products).
 
-``--ratio 0.5 0.9 --weight-decay 0.1 0.2 --seeds 8`` gives 2 × 2 × 8 = 32 runs; shape-compatible
-runs are packed into one ensemble by the runner.
+Runs come cell-major (every seed of a cell before the next cell; cells in the order of the
+axes' product), and runs that coincide (same config, same run id) appear once.
 """
 
 from __future__ import annotations
@@ -9,9 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from pydantic import BaseModel
-
-from rulelab.config import ConfigError, flag_name, make_config
+from rulelab.config.base import ConfigError, make_config
 
 # Most runs one command may expand to: a registry row, a config object and a plan entry each.
 # The paper-scale recipes hold 2,400 runs; a typo like --seeds 1000000000 must not allocate.
@@ -35,42 +35,30 @@ def check_size(values_per_flag: dict[str, int], n_seeds: int, seeds_flag: str = 
                       f"is not allowed; one command trains at most {MAX_RUNS:,} runs")
 
 
-def expand_grid(
-    cls: type[BaseModel],
-    axes: Mapping[str, Sequence],
-    fixed: Mapping[str, object],
-    seeds: Sequence[int],
-) -> list:
-    """Every combination of ``axes`` values × ``seeds``, with ``fixed`` fields; validated.
-
-    Raises :class:`rulelab.config.ConfigError` (one line) on the first invalid value, before
-    anything is built, so nothing is written for a bad grid; a grid of more than
-    :data:`MAX_RUNS` runs is refused before any config is built.
-    """
-    names = list(axes)
-    check_size({flag_name(n): len(axes[n]) for n in names}, len(seeds))
-    configs = []
-    for values in itertools.product(*(axes[n] for n in names)):
-        for seed in seeds:
-            configs.append(make_config(cls, **fixed, **dict(zip(names, values, strict=True)),
-                                       seed=seed))
-    return configs
-
-
-def split_multi_value_flags(argv: list[str], flags: set[str]) -> list[str]:
-    """Rewrite ``--ratio 0.5 0.9`` as ``--ratio 0.5 --ratio 0.9`` for the given flags.
-
-    click options take one value per occurrence; researchers type lists after one flag.
-    """
-    out: list[str] = []
-    current: str | None = None
-    for tok in argv:
-        if tok.startswith("--"):
-            name = tok.split("=", 1)[0]
-            current = name if (name in flags and "=" not in tok) else None
-            out.append(tok)
-        elif current is not None and out[-1] != current:
-            out.extend([current, tok])
-        else:
-            out.append(tok)
+def cells(grids: Sequence[Mapping[str, Sequence]]) -> list[dict]:
+    """Grid points (without the seed), in order; duplicates across sub-grids dropped."""
+    out, seen = [], set()
+    for grid in grids:
+        names = list(grid)
+        for values in itertools.product(*(grid[n] for n in names)):
+            cell = dict(zip(names, values, strict=True))
+            key = repr(sorted(cell.items()))
+            if key not in seen:
+                seen.add(key)
+                out.append(cell)
     return out
+
+
+def expand(cls, base: Mapping[str, object], grids: Sequence[Mapping[str, Sequence]],
+           seeds: Sequence[int]) -> list:
+    """Every cell of ``grids`` × ``seeds`` as a validated ``cls`` config, with ``base`` fields.
+
+    Raises :class:`rulelab.config.ConfigError` (one line naming the flag) on the first invalid
+    value, before anything is built, so nothing is written for a bad grid.
+    """
+    runs: dict[str, object] = {}
+    for cell in cells(grids):
+        for seed in seeds:
+            cfg = make_config(cls, **base, **cell, seed=seed)
+            runs.setdefault(cfg.run_id, cfg)
+    return list(runs.values())

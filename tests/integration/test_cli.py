@@ -271,7 +271,7 @@ TRAIN_BAD = [
     ("ratio-second-value", ["--ratio", "0.5", "1.5"], ("--ratio",), None),
     ("label-mod-4", ["--label-mod", "4"], ("--label-mod",), "2 or 3"),
     ("shortcut-min", ["--shortcut", "min"], ("--shortcut",), "max"),
-    ("act-tanh", ["--act", "tanh"], ("--act",), "relu"),
+    ("act-tanh", ["--activation", "tanh"], ("--act",), "relu"),  # one flag name (issue 9)
     ("layers-0", ["--layers", "0"], ("--layers",), None),
     ("layers-not-int", ["--layers", "abc"], ("--layers",), "integer"),
     ("heads-not-dividing-d-model", ["--heads", "3", "--d-model", "64"], ("--heads", "--d-model"),
@@ -428,8 +428,8 @@ def test_data_with_a_too_small_sequence_space_fails_cleanly(tmp_path):
 
 # --- `rulelab runs` on labs without finished runs, and on labs of the old criterion -----------
 def _pending_lab(path: Path, ratios=(0.5, 0.9), seeds=(0, 1)) -> list[str]:
-    from rulelab.config import MPSPRunConfig
     from rulelab.store import Lab
+    from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 
     configs = [MPSPRunConfig(seq_len=4, vocab=8, n_train=64, n_eval=32, epochs=6, ratio=r,
                              seed=s) for r in ratios for s in seeds]

@@ -50,7 +50,7 @@ from labs import (  # noqa: E402
 )
 from procs import chunk_workers, descendants, mentioning, wait_gone  # noqa: E402
 from rulelab.store import Lab  # noqa: E402
-from rulelab.sweep import RayExecutor, Settings, load_recipe, run_sweep  # noqa: E402
+from rulelab.sweep import RayExecutor, load_recipe, run_sweep  # noqa: E402
 from rulelab.sweep.executors import RayUnavailable  # noqa: E402
 
 EPOCHS = 100
@@ -109,7 +109,7 @@ def test_ray_sweep_with_a_killed_worker_equals_the_local_sweep(tmp_path, local_r
 
     watcher = threading.Thread(target=kill_first_chunk, daemon=True)
     watcher.start()
-    result = run_sweep(recipe, remote, Settings.from_recipe(recipe, threads=1), local_runtime)
+    result = run_sweep(recipe, remote, recipe.execution.merged(threads=1), local_runtime)
     watcher.join(5)
     assert len(killed) == 1, "no chunk worker was found to kill"
     assert result.lost == [] and result.done == 8 and result.failed == 0

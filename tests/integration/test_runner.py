@@ -3,10 +3,11 @@
 import torch
 
 from rulelab.analysis.loading import load_ensembles, stored_configs
-from rulelab.config import MPSPRunConfig
+from rulelab.settings import Settings
 from rulelab.store import Lab
-from rulelab.train.base import TrainOptions
-from rulelab.train.runner import RunOptions, log_spaced_epochs, run_configs
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+from rulelab.sweep.driver import run_configs
+from rulelab.train.runner import log_spaced_epochs
 
 TINY = dict(seq_len=5, vocab=12, n_train=128, n_eval=64, d_model=16, d_mlp=16, heads=1,
             layers=1, epochs=30, eval_every=5)
@@ -15,8 +16,8 @@ TINY = dict(seq_len=5, vocab=12, n_train=128, n_eval=64, d_model=16, d_mlp=16, h
 def test_reloaded_members_reproduce_their_stored_metrics(tmp_path):
     lab = Lab(tmp_path / "lab", create=True)
     configs = [MPSPRunConfig(**TINY, ratio=r, seed=s) for r in (0.5, 0.9) for s in (0, 1)]
-    opts = RunOptions(TrainOptions(micro_batch=64), snapshots=4)
-    run_configs(configs, lab, experiment="t", options=opts)
+    opts = Settings(micro_batch=64, snapshots=4)
+    run_configs(configs, lab, experiment="t", settings=opts)
     assert set(lab.statuses([c.run_id for c in configs]).values()) == {"done"}
     snaps = lab.snapshot_epochs(configs[0].run_id)
     assert snaps == sorted(log_spaced_epochs(30, 4)) and snaps[0] == 0 and snaps[-1] == 30
@@ -41,11 +42,12 @@ def test_reloaded_members_reproduce_their_stored_metrics(tmp_path):
 def test_second_run_skips_finished_runs(tmp_path):
     lab = Lab(tmp_path / "lab", create=True)
     configs = [MPSPRunConfig(**TINY, seed=s) for s in (0, 1)]
-    opts = RunOptions(TrainOptions(micro_batch=64))
-    run_configs(configs, lab, experiment="t", options=opts)
+    opts = Settings(micro_batch=64)
+    run_configs(configs, lab, experiment="t", settings=opts)
     before = {p.name: p.stat().st_mtime_ns for p in (lab.root / "metrics").iterdir()}
     trained = []
-    run_configs(configs, lab, experiment="t", options=opts, on_ensemble=trained.append)
+    run_configs(configs, lab, experiment="t", settings=opts,
+                on_start=lambda plan: trained.extend(plan.chunks))  # chunks to train
     assert trained == []
     after = {p.name: p.stat().st_mtime_ns for p in (lab.root / "metrics").iterdir()}
     assert before == after

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from labs import TINY, cli, env, metrics, n_checkpoints, registry, statuses, sweep, write
 from rulelab.store import Lab
-from rulelab.sweep import LocalExecutor, Settings, load_recipe, run_sweep
+from rulelab.sweep import LocalExecutor, load_recipe, run_sweep
 from rulelab.sweep.progress import RichSweepProgress
 from rulelab.sweep.status import lab_status
 
@@ -103,7 +103,7 @@ def test_a_failing_member_is_recorded_and_its_chunk_and_sweep_go_on(tmp_path):
                                   check_exact=True)
     # failed runs are finished: a re-run trains nothing; status lists the reason
     recipe = load_recipe(faulty)
-    result = run_sweep(recipe, lab, Settings.from_recipe(recipe), LocalExecutor())
+    result = run_sweep(recipe, lab, recipe.execution, LocalExecutor())
     assert result.plan.n_todo == 0
     (exp,) = lab_status(lab)["experiments"]
     assert exp["failed"] == 2 and exp["done"] == 4

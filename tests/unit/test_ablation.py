@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from rulelab.analysis.ablation import (
+from rulelab.models.transformer import EnsembleTransformer
+from rulelab.settings import Settings
+from rulelab.studies.shortcut_saturation.analysis.ablation import (
     Ablation,
     ablated_accuracy,
     ablated_logits,
@@ -16,11 +18,10 @@ from rulelab.analysis.ablation import (
     activation_means,
     components,
 )
-from rulelab.config import MPSPRunConfig
-from rulelab.models.transformer import EnsembleTransformer
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+from rulelab.studies.shortcut_saturation.evaluate import evaluate
+from rulelab.studies.shortcut_saturation.trainer import MPSPTrainer
 from rulelab.tasks.mpsp import make_mpsp
-from rulelab.train.ensemble import EnsembleTrainer, TrainOptions
-from rulelab.train.evaluate import evaluate
 
 SHAPE = dict(seq_len=5, vocab=12, d_model=16, d_mlp=32, heads=2, layers=2)
 
@@ -117,7 +118,7 @@ def test_bad_ablations_are_refused():
 def test_table_rows_match_direct_hooks_for_every_member():
     cfgs = [MPSPRunConfig(**SHAPE, n_train=256, n_eval=64, ratio=r, seed=s, epochs=25, lr=3e-3)
             for s, r in enumerate([0.9, 0.5])]
-    tr = EnsembleTrainer(cfgs, TrainOptions(micro_batch=256))
+    tr = MPSPTrainer(cfgs, Settings(micro_batch=256))
     tr.fit()
     frame = ablation_table(tr.model, tr.data, max_batch=100)  # several chunks per split
     assert len(frame) == 2 * 6 * 2 * 2

@@ -8,11 +8,14 @@ import pandas as pd
 import pytest
 import torch
 
-from rulelab.analysis.analytic import all_pairs, analytic_solution
-from rulelab.analysis.fourier import network_accuracy
-from rulelab.analysis.modular_summary import double_descent_table, learning_order
-from rulelab.analysis.swap import activation_swap
 from rulelab.models.mlp import ACTIVATIONS
+from rulelab.studies.coexistence.analysis.analytic import all_pairs, analytic_solution
+from rulelab.studies.coexistence.analysis.fourier import network_accuracy
+from rulelab.studies.coexistence.analysis.modular_summary import (
+    double_descent_table,
+    learning_order,
+)
+from rulelab.studies.coexistence.analysis.swap import activation_swap
 
 
 @pytest.mark.parametrize("op", ["add", "sub"])

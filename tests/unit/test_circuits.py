@@ -7,9 +7,13 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from rulelab.analysis.circuits import fingerprints, ov_probe_accuracy, spearman
-from rulelab.config import MPSPRunConfig
 from rulelab.models.transformer import EnsembleTransformer
+from rulelab.studies.shortcut_saturation.analysis.circuits import (
+    fingerprints,
+    ov_probe_accuracy,
+    spearman,
+)
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 
 V, N = 16, 6
 

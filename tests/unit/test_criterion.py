@@ -12,11 +12,16 @@ import pandas as pd
 import pytest
 import torch
 
-from rulelab.analysis.phases import phase_table
-from rulelab.config import MPSPRunConfig
-from rulelab.train.ensemble import EnsembleTrainer, TrainOptions
-from rulelab.train.summary import MemberSummary, generalized_of, upgrade_summary
-from rulelab.train.summary_frames import upgrade_runs
+from rulelab.settings import Settings
+from rulelab.studies.shortcut_saturation.analysis.phases import phase_table
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+from rulelab.studies.shortcut_saturation.summary import (
+    MemberSummary,
+    generalized_of,
+    upgrade_summary,
+)
+from rulelab.studies.shortcut_saturation.summary_frames import upgrade_runs
+from rulelab.studies.shortcut_saturation.trainer import MPSPTrainer
 
 SMALL = dict(seq_len=6, vocab=6, n_train=512, n_eval=256, layers=1, heads=1, d_model=16,
              d_mlp=16, eval_every=10, epochs=20)
@@ -41,7 +46,7 @@ class MapModel(torch.nn.Module):
 def _evaluate(cfg: MPSPRunConfig, schedule: list[tuple[int, str]]):
     """The real trainer's evaluation (real MPSP data, real ``evaluate``, real summary) with
     the model swapped for a hand-built one at each scheduled epoch."""
-    trainer = EnsembleTrainer([cfg], TrainOptions())
+    trainer = MPSPTrainer([cfg], Settings())
     for epoch, kind in schedule:
         trainer.model = MapModel(kind, cfg.label_mod)
         trainer.epoch = epoch
@@ -140,7 +145,7 @@ def test_old_runs_frames_are_recomputed_from_metrics():
 
 def test_resuming_an_old_checkpoint_recomputes_its_summary():
     cfg = MPSPRunConfig(**{**SMALL, "epochs": 20})
-    trainer = EnsembleTrainer([cfg], TrainOptions())
+    trainer = MPSPTrainer([cfg], Settings())
     trainer.fit()
     state = trainer.member_state(0)
     fresh = state["summary"]
@@ -148,7 +153,7 @@ def test_resuming_an_old_checkpoint_recomputes_its_summary():
     legacy = {k: v for k, v in fresh.items() if k not in (
         "adv_generalized", "first_epoch_adv_100", "first_epoch_generalized")}
     legacy.update(generalized=True, first_epoch_100=0)
-    resumed = EnsembleTrainer([cfg], TrainOptions())
+    resumed = MPSPTrainer([cfg], Settings())
     resumed.load_member_state(0, {**state, "summary": legacy})
     got = resumed.summaries[0].as_dict()
     assert got == pytest.approx(fresh, nan_ok=True)

@@ -10,11 +10,12 @@ import pytest
 import torch
 
 from cli_inproc import run_main
-from rulelab.config import ConfigError, DigitsRunConfig, make_config
+from rulelab.config import ConfigError, make_config
+from rulelab.settings import Settings
 from rulelab.store.lab import Lab
+from rulelab.studies.coexistence.digits import DigitsTrainer
+from rulelab.studies.coexistence.digits_config import DigitsRunConfig
 from rulelab.tasks.digits import corrupt_labels, load_mnist, make_digits, read_idx
-from rulelab.train.base import TrainOptions
-from rulelab.train.digits import DigitsTrainer
 
 
 def _idx(path, array, gz=False):
@@ -85,7 +86,7 @@ def test_member_equals_the_same_run_trained_alone(mnist_dir):
     base = dict(source="mnist", mnist_dir=str(mnist_dir), hidden=16, epochs=6, eval_every=2)
     members = [DigitsRunConfig(**base, noise=a, seed=s, lr=lr)
                for a, s, lr in ((0.05, 0, 1e-3), (0.2, 1, 3e-3))]
-    opts = TrainOptions(micro_batch=16)
+    opts = Settings(micro_batch=16)
     ens = DigitsTrainer(members, opts)
     ens.fit()
     for e, cfg in enumerate(members):

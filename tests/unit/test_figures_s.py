@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from rulelab.report.figures_s import (
+from rulelab.report.html import write_report
+from rulelab.studies.shortcut_saturation.figures import (
     ablation_heatmap,
     analysis_figures,
     checkpoints,
@@ -15,7 +16,6 @@ from rulelab.report.figures_s import (
     gradient_dynamics,
     patching_heatmap,
 )
-from rulelab.report.html import write_report
 
 EPOCHS = [0, 1, 3, 10, 30, 100]
 CONFIGS = [(1, 0.5), (1, 0.9), (2, 0.5), (2, 0.9)]  # (layers, ratio), 2 heads, 3 seeds each
@@ -29,7 +29,8 @@ def make_runs() -> pd.DataFrame:
     for layers, ratio in CONFIGS:
         for seed in range(3):
             rid = f"L{layers}-r{ratio}-s{seed}"
-            rows.append(dict(run_id=rid, status="done", layers=layers, heads=2, ratio=ratio,
+            rows.append(dict(run_id=rid, status="done", task="mpsp", layers=layers, heads=2,
+                             ratio=ratio,
                              weight_decay=0.1, seed=seed, generalized=rid in GEN_AT,
                              first_epoch_generalized=GEN_AT.get(rid),
                              adv_generalized=rid in ADV_ONLY_AT,

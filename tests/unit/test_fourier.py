@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from rulelab.analysis import fourier
-from rulelab.analysis.analytic import all_pairs, analytic_solution
-from rulelab.analysis.fourier import (
+from rulelab.studies.coexistence.analysis import fourier
+from rulelab.studies.coexistence.analysis.analytic import all_pairs, analytic_solution
+from rulelab.studies.coexistence.analysis.fourier import (
     dominant_frequency,
     evaluate_ff,
     filter_network,

@@ -6,7 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rulelab.analysis.gradients import (
+from rulelab.models.transformer import EnsembleTransformer
+from rulelab.settings import Settings
+from rulelab.studies.shortcut_saturation.analysis.gradients import (
     EPS_IDENTITY,
     conflict_metrics,
     example_gradient_norms,
@@ -15,9 +17,8 @@ from rulelab.analysis.gradients import (
     identity_bounds,
     module_of,
 )
-from rulelab.config import MPSPRunConfig
-from rulelab.models.transformer import EnsembleTransformer
-from rulelab.train.ensemble import EnsembleTrainer, TrainOptions
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+from rulelab.studies.shortcut_saturation.trainer import MPSPTrainer
 
 TINY = dict(seq_len=5, vocab=12, n_train=256, n_eval=64, d_model=16, d_mlp=32, heads=2,
             layers=2, eval_every=10, weight_decay=0.3)
@@ -28,7 +29,7 @@ RATIOS = [0.5, 0.9, 1 / 3, 1.0]  # the last has no anti examples: NaN expected
 def trainer():
     cfgs = [MPSPRunConfig(**TINY, ratio=r, seed=s, epochs=15, lr=3e-3)
             for s, r in enumerate(RATIOS)]
-    tr = EnsembleTrainer(cfgs, TrainOptions(micro_batch=128))
+    tr = MPSPTrainer(cfgs, Settings(micro_batch=128))
     tr.fit()  # a few steps so members differ and both groups have non-trivial gradients
     return tr
 
@@ -152,7 +153,7 @@ def _identity_case(eps, r, g_plus, direction):
 def test_identity_dominated_readings_on_constructed_vectors():
     """Analytic oracle (issue 8): g+ and g− built to satisfy g = r·g+ + (1−r)·g− with a chosen
     ‖g‖ = ε·r‖g+‖. The reported ε is that ε; amplification / (r/(1−r)) ∈ [1−ε, 1+ε] and
-    cos ∈ [−1, −1 + ε²/(2(1−ε)²)] (rulelab.analysis.identity); the flag is ε < EPS_IDENTITY.
+    cos ∈ [−1, −1 + ε²/(2(1−ε)²)] (study S's analysis.identity); the flag is ε < EPS_IDENTITY.
     Fails on the pre-issue-8 metrics, which have no ``eps`` nor flag."""
     gen = torch.Generator().manual_seed(0)
     E, P = 400, 50

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from rulelab.config import MPSPRunConfig
 from rulelab.models.transformer import EnsembleTransformer
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 
 BLOCK_HOOKS = [
     "hook_resid_pre", "ln1.hook_scale", "ln1.hook_normalized",

@@ -4,7 +4,7 @@ first-step-at-50% reading.
 The old code read only first crossings: it called the paper's MNIST pattern "clean first" and
 dropped runs whose noisy accuracy never reached 50% from n. Every test here that reads a lead
 column (``lead_area``, ``first_lead``, ``n`` of the lead, …) fails on the old code, which had
-no such column (KeyError) and no :mod:`rulelab.analysis.early_lead`.
+no such column (KeyError) and no :mod:`rulelab.studies.coexistence.analysis.early_lead`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rulelab.analysis.m_order import order_display, order_summary, order_table
 from rulelab.analysis.stats import wilson
+from rulelab.studies.coexistence.analysis.order import order_display, order_summary, order_table
 
 
 def _frame(curves: dict[str, dict[str, list[float]]], metric: str = "acc") -> pd.DataFrame:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from rulelab.analysis.m_findings import (
+from rulelab.studies import study
+from rulelab.studies.coexistence.analysis.findings import (
     INCONCLUSIVE,
     NOT,
     READING,
@@ -20,10 +21,8 @@ from rulelab.analysis.m_findings import (
     paper_verdict,
     scale_free_verdict,
 )
-from rulelab.analysis.m_scale import departures, matches_paper, scale_line
-from rulelab.config import ModularRunConfig
-from rulelab.grid import expand_grid
-from rulelab.reproduce_m import COEXISTENCE
+from rulelab.studies.coexistence.analysis.scale import departures, matches_paper, scale_line
+from rulelab.sweep.recipe import load_recipe
 
 QUICK = dict(p=31, lr=1e-2, weight_decay=1.0, epochs=1500)
 PAPER = dict(p=113, lr=1e-3, weight_decay=0.1, epochs=200_000)
@@ -98,8 +97,7 @@ def test_verdict_rules():
 
 
 def _preset_runs(name: str) -> pd.DataFrame:
-    preset = COEXISTENCE[name]
-    configs = expand_grid(ModularRunConfig, preset.axes, preset.fixed, preset.seeds)
+    configs = load_recipe(study("coexistence").recipe_path(name)).configs()
     return pd.DataFrame([c.model_dump() for c in configs])
 
 
@@ -127,11 +125,7 @@ def test_each_departure_is_named(change, phrase):
 
 
 def test_the_memorization_recipes_say_their_scale():
-    from pathlib import Path
-
-    from rulelab.sweep.recipe import load_recipe
-
-    root = Path(__file__).resolve().parents[2] / "experiments" / "memorization"
+    root = study("coexistence").recipes  # study M's recipes (issue 9: one name, coexistence)
     quick = load_recipe(root / "quick.yaml")
     assert quick.description.startswith("scale: quick") and "P = 31" in quick.description
     assert departures(pd.DataFrame([c.model_dump() for c in quick.configs()]))  # not the paper

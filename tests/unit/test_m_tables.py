@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 import torch
 
-from rulelab.analysis.analytic import all_pairs, analytic_solution
-from rulelab.analysis.m_tables import (
+from rulelab.models.mlp import ACTIVATIONS, EnsembleMLP
+from rulelab.studies.coexistence.analysis.analytic import all_pairs, analytic_solution
+from rulelab.studies.coexistence.analysis.tables import (
     FRACTIONS,
     SUBSETS,
     best_pruned,
@@ -25,9 +26,8 @@ from rulelab.analysis.m_tables import (
     order_table,
     swap_table,
 )
-from rulelab.config import ModularRunConfig
-from rulelab.models.mlp import ACTIVATIONS, EnsembleMLP
-from rulelab.train.modular import ModularEnsembleData, ModularTrainer
+from rulelab.studies.coexistence.config import ModularRunConfig
+from rulelab.studies.coexistence.trainer import ModularEnsembleData, ModularTrainer
 
 P, M, E = 23, 512, 2
 

@@ -5,8 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from rulelab.config import ConfigError, ModularRunConfig, make_config
+from rulelab.config import ConfigError, make_config
 from rulelab.models.mlp import ACTIVATIONS
+from rulelab.studies.coexistence.config import ModularRunConfig
 from rulelab.tasks.modular import apply_op, make_modular, modular_from_config, to_frame
 
 

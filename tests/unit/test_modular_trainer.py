@@ -7,13 +7,12 @@ import pytest
 import torch
 
 from equivalence import assert_member_equals_alone
-from rulelab.config import ModularRunConfig
-from rulelab.config.modular import eval_steps
-from rulelab.train.base import TrainOptions
-from rulelab.train.modular import ModularSummary, ModularTrainer
+from rulelab.settings import Settings
+from rulelab.studies.coexistence.config import ModularRunConfig, eval_steps
+from rulelab.studies.coexistence.trainer import ModularSummary, ModularTrainer
 
 TINY = dict(p=11, width=16, epochs=60, eval_every=20, log_eval_steps=5)
-OPTS = TrainOptions(micro_batch=24)  # 61 train pairs: three micro-batches per step
+OPTS = Settings(micro_batch=24)  # 61 train pairs: three micro-batches per step
 
 
 def _cfg(**kw):

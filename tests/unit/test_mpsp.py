@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rulelab.config import MPSPRunConfig
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.tasks.mpsp import (
     MPSPSplit,
     cell_quotas,

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from rulelab.analysis.analytic import all_pairs, analytic_solution
-from rulelab.analysis.fourier import network_accuracy
-from rulelab.analysis.neurons import (
+from rulelab.models.mlp import mlp_logits
+from rulelab.studies.coexistence.analysis.analytic import all_pairs, analytic_solution
+from rulelab.studies.coexistence.analysis.fourier import network_accuracy
+from rulelab.studies.coexistence.analysis.neurons import (
     curve_frame,
     ff_subnetwork,
     ipr,
@@ -17,7 +18,6 @@ from rulelab.analysis.neurons import (
     strength,
     subnetwork,
 )
-from rulelab.models.mlp import mlp_logits
 
 
 def _random(E=2, M=16, P=13, seed=0, dtype=torch.float64):

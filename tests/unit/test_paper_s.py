@@ -7,13 +7,21 @@ import io
 import pandas as pd
 from rich.console import Console
 
-from rulelab.config import MPSPRunConfig
-from rulelab.paper_s import PAPER_S, describe_scale, differences, matches_paper, paper_note
-from rulelab.reproduce import SHORTCUT_SATURATION
-from rulelab.tables import print_rate_table
+from rulelab.report.terminal import print_rate_table
+from rulelab.studies import study
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+from rulelab.studies.shortcut_saturation.paper import (
+    describe_scale,
+    differences,
+    matches_paper,
+    paper_note,
+)
+from rulelab.sweep.recipe import load_recipe
 
-QUICK = SHORTCUT_SATURATION["quick"].fixed
-PAPER = SHORTCUT_SATURATION["paper"].fixed
+# the fixed values of study S's quick and paper recipes (the paper's numbers, PAPER_S, are
+# always the study view's: a table shows them where runs are at the paper's setting)
+QUICK = load_recipe(study("shortcut-saturation").recipe_path("quick")).base
+PAPER = load_recipe(study("shortcut-saturation").recipe_path("paper")).base
 
 
 def _runs(fixed: dict, layers=(1, 2), ratios=(0.5, 0.9), seeds=3) -> pd.DataFrame:
@@ -52,7 +60,7 @@ def test_the_setting_is_judged_from_config_values():
 
 
 def test_quick_table_omits_the_paper_column_and_says_why():
-    text = _print(_runs(QUICK), paper=PAPER_S)
+    text = _print(_runs(QUICK))
     assert "scale: n = 6, V = 6, N = 2,048, minibatches of 64, 100 epochs (3,200 steps)" in text
     assert "8 seeds" not in text and "3 seeds per cell — not the paper's setting" in text
     assert "paper │" not in text and "77%" not in text
@@ -62,7 +70,7 @@ def test_quick_table_omits_the_paper_column_and_says_why():
 
 
 def test_paper_setting_table_shows_the_paper_column():
-    text = _print(_runs(PAPER), paper=PAPER_S)
+    text = _print(_runs(PAPER))
     assert "the paper's setting" in text and "paper column omitted" not in text
     rows = {tuple(c.strip() for c in line.split("│")[1:4]): line for line in text.splitlines()
             if line.count("│") > 5}
@@ -73,6 +81,6 @@ def test_paper_setting_table_shows_the_paper_column():
 def test_mixed_lab_marks_the_cells_off_the_setting():
     runs = pd.concat([_runs(PAPER, layers=(2,)), _runs(QUICK, layers=(1,))])
     assert "partly the paper's setting" in describe_scale(runs)
-    text = _print(runs, paper=PAPER_S)
+    text = _print(runs)
     assert "≠ setting" in text and "77%" in text
     assert paper_note(runs).startswith("paper column shown only for cells at the paper's setting")

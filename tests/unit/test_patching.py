@@ -4,10 +4,16 @@ import numpy as np
 import pytest
 import torch
 
-from rulelab.analysis.patching import REL_GAP, logit_diff, normalise, patch_grid, run_patched
-from rulelab.analysis.twins import aligned_twins
-from rulelab.config import MPSPRunConfig
 from rulelab.models.transformer import EnsembleTransformer
+from rulelab.studies.shortcut_saturation.analysis.patching import (
+    REL_GAP,
+    logit_diff,
+    normalise,
+    patch_grid,
+    run_patched,
+)
+from rulelab.studies.shortcut_saturation.analysis.twins import aligned_twins
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.tasks.mpsp import make_mpsp, shortcut_of
 
 V, N, TOL = 16, 6, 2e-4

@@ -8,7 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rulelab.analysis.phases import PhaseThresholds, detect_phases, phase_table
+from rulelab.studies.shortcut_saturation.analysis.phases import (
+    PhaseThresholds,
+    detect_phases,
+    phase_table,
+)
 
 EPOCHS = list(range(0, 210, 10))  # 21 evaluations
 VAL = [0.5, 0.8, 0.95] + [1.0] * 18  # val = 100% from epoch 30 on

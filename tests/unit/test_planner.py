@@ -2,7 +2,8 @@
 
 from collections import Counter
 
-from rulelab.config import ModularRunConfig, MPSPRunConfig
+from rulelab.studies.coexistence.config import ModularRunConfig
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.sweep.estimate import GiB, run_cost, speed
 from rulelab.sweep.planner import Plan, describe_plan, even_split, interleave, plan_chunks
 

@@ -4,11 +4,18 @@ from pathlib import Path
 
 import pytest
 
-from rulelab.config import MPSPRunConfig
-from rulelab.grid import expand_grid
+from rulelab.grid import expand
+from rulelab.studies.coexistence.config import ModularRunConfig
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.sweep.recipe import RecipeError, load_recipe, parse_recipe
 
-EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+# every study's recipes live in its package (issue 9): <study>/recipes/<scale>.yaml
+STUDIES = Path(__file__).resolve().parents[2] / "src" / "rulelab" / "studies"
+
+
+def _recipe(name: str) -> Path:
+    study, scale = name.split("/")
+    return STUDIES / study / "recipes" / f"{scale}.yaml"
 
 GOOD = """\
 experiment: tiny
@@ -108,17 +115,17 @@ def test_a_bad_value_in_a_sub_grid_points_at_its_item():
 # --- the shipped presets ------------------------------------------------------------------------
 @pytest.mark.parametrize("name, n_runs", [
     ("shortcut_saturation/quick", 32), ("shortcut_saturation/paper", 2400),
-    ("shortcut_saturation/variants", 1080), ("memorization/quick", 36),
-    ("memorization/paper", 891),
+    ("shortcut_saturation/variants", 1080), ("coexistence/tiny", 4), ("coexistence/quick", 42),
+    ("coexistence/paper", 108), ("coexistence/variants", 891),
 ])
 def test_presets_load(name, n_runs):
-    recipe = load_recipe(EXPERIMENTS / f"{name}.yaml")
+    recipe = load_recipe(_recipe(name))
     assert len(recipe.configs()) == n_runs
     assert recipe.experiment == name.replace("_", "-").replace("/", "-")
 
 
 def test_paper_preset_has_the_papers_values():
-    configs = load_recipe(EXPERIMENTS / "shortcut_saturation/paper.yaml").configs()
+    configs = load_recipe(_recipe("shortcut_saturation/paper")).configs()
     assert {(c.n_train, c.epochs, c.d_model, c.d_mlp) for c in configs} == {(16384, 15000, 64,
                                                                               128)}
     assert {c.layers for c in configs} == {c.heads for c in configs} == {1, 2}
@@ -128,25 +135,57 @@ def test_paper_preset_has_the_papers_values():
     per_cell = len(configs) // len({(c.layers, c.heads, c.ratio, c.weight_decay)
                                     for c in configs})
     assert per_cell == 30
-    m = load_recipe(EXPERIMENTS / "memorization/paper.yaml").configs()
+    m = load_recipe(_recipe("coexistence/variants")).configs()
     assert {c.width for c in m} == {2**j + 1 for j in range(4, 13)}
     assert max(c.noise for c in m) == 0.8 and {c.p for c in m} == {113}
     assert {c.optimizer for c in m} == {"adamw", "adam", "sgd", "muon"}
     assert {"relu", "quadratic", "gelu"} <= {c.activation for c in m}
 
 
-def test_study_s_recipes_are_the_reproduce_presets():
-    """quick.yaml is `rulelab reproduce shortcut-saturation --scale quick` (same run ids);
-    the reproduce paper grid is a slice of paper.yaml, so one lab serves both."""
-    from rulelab.reproduce import SHORTCUT_SATURATION
+# The grids `rulelab reproduce` trained before presets became recipes (issue 9): fixed fields,
+# axes, seeds. The recipes must hold exactly these runs (quick, tiny) or a superset (S paper),
+# so a lab made by the old command is the lab the new one resumes — run ids do not move.
+_S = dict(heads=2, d_model=64, d_mlp=128, weight_decay=0.1)
+OLD_S = {
+    "quick": (dict(_S, seq_len=6, vocab=6, n_train=2048, n_eval=1024, epochs=100, batch_size=64,
+                   eval_every=5, lr=3e-3), range(8)),
+    "paper": (dict(_S, seq_len=10, vocab=64, n_train=16384, n_eval=4096, epochs=15000,
+                   eval_every=10, lr=1e-3), range(30)),
+}
+_M = dict(op="add", activation="relu", optimizer="adamw", train_frac=0.8)
+OLD_M = {
+    "tiny": (dict(_M, p=11, epochs=60, eval_every=20, log_eval_steps=20, lr=1e-2,
+                  weight_decay=1.0), dict(width=[9, 33], noise=[0.0, 0.5]), range(1)),
+    "quick": (dict(_M, p=31, epochs=1500, eval_every=50, log_eval_steps=100, lr=1e-2,
+                   weight_decay=1.0),
+              dict(width=[2**j + 1 for j in range(4, 11)], noise=[0.0, 0.5, 0.8]), range(2)),
+    "paper": (dict(_M, p=113, epochs=200_000, eval_every=1000, log_eval_steps=200, lr=1e-3,
+                   weight_decay=0.1),
+              dict(width=[2**j + 1 for j in range(4, 13)], noise=[0.0, 0.2, 0.5, 0.8]),
+              range(3)),
+}
 
+
+def test_study_s_recipes_are_the_reproduce_presets():
+    """quick.yaml is what `rulelab reproduce shortcut-saturation --scale quick` trained (same
+    run ids); the old reproduce paper grid is a slice of paper.yaml, so one lab serves both."""
     for scale, relation in (("quick", "equal"), ("paper", "subset")):
-        preset = SHORTCUT_SATURATION[scale]
-        ids = {c.run_id for c in expand_grid(MPSPRunConfig, preset.axes, preset.fixed,
-                                             preset.seeds)}
-        recipe = load_recipe(EXPERIMENTS / f"shortcut_saturation/{scale}.yaml")
+        fixed, seeds = OLD_S[scale]
+        ids = {c.run_id for c in expand(MPSPRunConfig, fixed,
+                                        [dict(layers=[1, 2], ratio=[0.5, 0.9])], seeds)}
+        recipe = load_recipe(_recipe(f"shortcut_saturation/{scale}"))
         recipe_ids = {c.run_id for c in recipe.configs()}
         assert ids == recipe_ids if relation == "equal" else ids < recipe_ids
+
+
+@pytest.mark.parametrize("scale", ["tiny", "quick", "paper"])
+def test_study_m_recipes_are_the_reproduce_presets(scale):
+    """coexistence/<scale>.yaml is what `rulelab reproduce coexistence --scale <scale>` trained
+    — the runs in the same order (the old memorization/quick.yaml, a different grid, is gone:
+    issue 9)."""
+    fixed, axes, seeds = OLD_M[scale]
+    old = [c.run_id for c in expand(ModularRunConfig, fixed, [axes], seeds)]
+    assert [c.run_id for c in load_recipe(_recipe(f"coexistence/{scale}")).configs()] == old
 
 
 # --- hostile recipes (issue 12): refused with one line, before memory or time runs out -------

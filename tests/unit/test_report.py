@@ -10,8 +10,9 @@ import pytest
 from matplotlib.figure import Figure
 
 from rulelab.analysis.stats import format_rate
-from rulelab.report.figures import accuracy_curves, loss_curves, rate_vs_ratio
+from rulelab.report.figures import accuracy_curves, loss_curves
 from rulelab.report.html import write_report
+from rulelab.studies.shortcut_saturation.rate_figure import rate_vs_ratio
 
 PNG = b"\x89PNG\r\n\x1a\n"
 # Seeds that generalize per (layers, ratio), out of 3: shaped like the paper's headline.
@@ -32,7 +33,8 @@ def make_lab(epochs: int = 20, seeds: int = 3, weight_decays=(0.1,)):
                 adv = np.clip(np.linspace(0.05, 1.3 if won else 0.4, epochs), 0, 1)
                 first = float(ep[np.argmax(adv >= 1.0)]) if won else np.nan
                 # the paper's setting (SPEC S.1–S.3): its numbers may stand beside these
-                runs.append(dict(run_id=run_id, status="done", layers=layers, heads=layers,
+                runs.append(dict(run_id=run_id, status="done", task="mpsp", layers=layers,
+                                 heads=layers,
                                  ratio=ratio, weight_decay=wd, label_mod=2, shortcut="max",
                                  seq_len=10, vocab=64, n_train=16384, epochs=15000,
                                  batch_size=0, lr=1e-3, d_model=64, d_mlp=128, seed=seed,
@@ -62,7 +64,7 @@ def _images(text: str) -> list[bytes]:
 def test_report_is_self_contained_with_rates(tmp_path):
     runs, metrics = make_lab()
     out = write_report(tmp_path / "nested" / "dir" / "report.html", title="Study S <quick>",
-                       runs=runs, metrics=metrics, paper=PAPER,
+                       runs=runs, metrics=metrics,  # the paper's numbers: study S's view
                        sections=[("Notes", "a < b & c"), ("Raw", "<p><b>bold</b></p>")])
     assert out.exists() and out.parent.name == "dir"
     text = out.read_text(encoding="utf-8")
@@ -91,8 +93,8 @@ def test_toy_scale_report_omits_the_paper_column(tmp_path):
     # stand beside its rates (the old report printed them whatever the scale)
     runs, metrics = make_lab()
     runs = runs.assign(seq_len=6, vocab=6, n_train=2048, batch_size=64, epochs=100, lr=3e-3)
-    text = write_report(tmp_path / "r.html", title="quick", runs=runs, metrics=metrics,
-                        paper=PAPER).read_text()
+    text = write_report(tmp_path / "r.html", title="quick", runs=runs, metrics=metrics
+                        ).read_text()
     assert "<td>77%</td>" not in text and "<th>paper</th>" not in text
     assert "paper column omitted: the setting differs from the paper&#x27;s: n = 6 (paper 10)" \
         in text

@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from rulelab.analysis.identity import EPS_IDENTITY
-from rulelab.analysis.outcome import outcome_of
-from rulelab.analysis.s_tables import gradient_summary, patching_summary
-from rulelab.cli_analyze import print_gradient_summary
-from rulelab.report.figures_s import gradient_dynamics, patching_heatmap
+from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY
+from rulelab.studies.shortcut_saturation.analysis.outcome import outcome_of
+from rulelab.studies.shortcut_saturation.analysis.tables import gradient_summary, patching_summary
+from rulelab.studies.shortcut_saturation.commands import print_gradient_summary
+from rulelab.studies.shortcut_saturation.figures import gradient_dynamics, patching_heatmap
 
 EPS = [1.2, 0.6, 0.3, 0.2, 0.05]  # per epoch; the last two are identity-dominated
 

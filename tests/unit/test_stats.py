@@ -10,11 +10,14 @@ from rulelab.analysis.stats import (
     format_range,
     format_rate,
     rate_table,
-    readings_differ,
-    readings_table,
     varying_columns,
     wilson,
     wilson_arrays,
+)
+from rulelab.studies.shortcut_saturation.rates import (  # study S: max adv, adv-only
+    adv_rate_table,
+    readings_differ,
+    readings_table,
 )
 
 CASES = [(k, n) for n in (*range(1, 31), 50, 97, 100, 1000) for k in range(n + 1) if n <= 31 or
@@ -78,7 +81,7 @@ def _runs() -> pd.DataFrame:
 
 
 def test_rate_table_counts_finished_runs_only():
-    table = rate_table(_runs(), ["layers", "ratio"])
+    table = adv_rate_table(_runs(), ["layers", "ratio"])
     assert list(table.columns) == [
         "layers", "ratio", "n", "k", "rate", "ci_low", "ci_high", "n_failed", "mean_max_adv",
         "max_adv_min", "max_adv_max",

@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rulelab.config import MPSPRunConfig
 from rulelab.models.transformer import EnsembleTransformer
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 
 
 def reference_forward(model: EnsembleTransformer, e: int, x: torch.Tensor) -> torch.Tensor:

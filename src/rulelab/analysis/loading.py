@@ -11,10 +11,12 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from rulelab.config import config_from_flat
+from rulelab.settings import Settings
 from rulelab.store import Lab, StoreError
-from rulelab.train.base import EnsembleTrainerBase, TrainOptions
-from rulelab.train.runner import plan_ensembles, trainer_class
+from rulelab.studies import config_from_flat
+from rulelab.train.base import EnsembleTrainerBase
+from rulelab.train.groups import plan_ensembles
+from rulelab.train.runner import trainer_class
 
 
 def stored_configs(lab: Lab, *, task: str, run_ids: Sequence[str] | None = None,
@@ -53,7 +55,7 @@ def load_ensembles(
         chunk = [c for c in chunk if c.run_id in states]
         if not chunk:
             continue
-        trainer = trainer_class(chunk[0].task)(chunk, TrainOptions(device=device))
+        trainer = trainer_class(chunk[0].task)(chunk, Settings(device=device))
         with torch.no_grad():
             for e, c in enumerate(chunk):
                 _load_params(trainer, e, c.run_id, states[c.run_id]["params"], epoch)

@@ -1,5 +1,8 @@
 """Rates with honest uncertainty: Wilson intervals and per-configuration rate tables.
 
+Generic over studies: a study says what its ``generalized`` flag means (its summary) and adds
+its own columns (e.g. study S's adv-only reading, in its package).
+
 SPEC S.3: "The generalization rate of a configuration is the fraction of seeds that
 generalize; always report it with a 95% Wilson interval and n." SPEC "Cross-cutting": rates
 carry Wilson intervals and counts.
@@ -20,49 +23,6 @@ import numpy as np
 import pandas as pd
 
 Z95 = 1.959963984540054  # Φ⁻¹(0.975): two-sided 95%
-
-# Columns of a runs frame that are not part of a run's configuration (S.3 summaries,
-# bookkeeping written by the store). Everything else is treated as a config column.
-NOT_CONFIG = frozenset(
-    {
-        "run_id",
-        "status",
-        "seed",
-        "code_version",
-        "experiment",
-        "experiment_id",
-        "config",
-        "config_json",
-        "config_hash",
-        "shape_key",
-        "device",
-        "error",
-        "message",
-        "chunk",
-        "chunk_id",
-        "host",
-        "generalized",
-        "adv_generalized",
-        "first_epoch_100",
-        "first_epoch_generalized",
-        "first_epoch_adv_100",
-        "max_adv_acc",
-        "max_test_acc",
-        "failed_reason",
-        "final_adv_acc",
-        "final_val_acc",
-        "final_train_loss",
-        "transient",
-        "epochs_done",
-        "steps_done",
-        "phase2_onset",
-        "phase2_censored",
-        "summary",
-    }
-)
-_NOT_CONFIG_PREFIXES = ("final_", "first_", "last_")
-_NOT_CONFIG_SUFFIXES = ("_at", "_time", "_s", "_seconds")
-
 
 def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     """95% Wilson score interval for ``k`` of ``n`` (SPEC S.3); ``n = 0`` gives (0, 1)."""
@@ -91,42 +51,19 @@ def wilson_arrays(k, n, z: float = Z95) -> tuple[np.ndarray, np.ndarray]:
 
 
 def config_columns(runs: pd.DataFrame) -> list[str]:
-    """Columns of ``runs`` that define a configuration (everything but seed, summaries, ids).
+    """Columns of ``runs`` that define a configuration: the fields of the registered tasks'
+    config classes (:mod:`rulelab.studies`), but the seed and the task name; ids, statuses,
+    code versions and summaries are not config fields."""
+    from rulelab.studies import tasks
 
-    A registry frame (it has a ``task`` column) is answered exactly from the tasks' config
-    classes; any other frame falls back to excluding known id and summary columns.
-    """
-    if "task" in runs.columns:
-        from rulelab.config import CONFIGS
-
-        fields = {f for t in runs["task"].dropna().unique() if t in CONFIGS
-                  for f in CONFIGS[t].model_fields}
-        if fields:
-            return [c for c in runs.columns if c in fields and c not in ("seed", "task")]
-    cols = []
-    for c in runs.columns:
-        name = str(c)
-        if name in NOT_CONFIG or name.startswith(_NOT_CONFIG_PREFIXES):
-            continue
-        if name.endswith(_NOT_CONFIG_SUFFIXES):
-            continue
-        if runs[c].map(lambda v: isinstance(v, dict | list | set)).any():
-            continue  # nested values (e.g. a raw config dict) cannot key a group
-        cols.append(c)
-    return cols
+    fields = {f for t in tasks().values() for f in t.config.model_fields} - {"seed", "task"}
+    return [c for c in runs.columns if c in fields]
 
 
 def varying_columns(runs: pd.DataFrame, cols: list[str] | None = None) -> list[str]:
     """Config columns that take more than one value across ``runs`` (NaN counts as a value)."""
     cols = config_columns(runs) if cols is None else cols
     return [c for c in cols if c in runs.columns and runs[c].nunique(dropna=False) > 1]
-
-
-def cell_columns(runs: pd.DataFrame) -> list[str]:
-    """Columns that define a rate cell: layers, heads, other varying config columns, ratio."""
-    arch = [c for c in ("layers", "heads") if c in runs.columns]
-    others = [c for c in varying_columns(runs) if c not in (*arch, "ratio")]
-    return arch + others + (["ratio"] if "ratio" in runs.columns else [])
 
 
 def flag_values(values: pd.Series) -> pd.Series:
@@ -137,13 +74,12 @@ def flag_values(values: pd.Series) -> pd.Series:
 def rate_table(runs: pd.DataFrame, by: list[str], flag: str = "generalized") -> pd.DataFrame:
     """Rate of ``flag`` per group of ``by`` columns, over finished runs (SPEC S.3).
 
-    Columns: ``*by, n, k, rate, ci_low, ci_high, n_failed`` and, when ``runs`` has
-    ``max_adv_acc``, its mean over the finished seeds with their range (``mean_max_adv,
-    max_adv_min, max_adv_max``). ``n`` counts runs with status ``"done"``, ``k`` those among
-    them whose flag is true (a missing flag on a done run counts as false); pending or running
-    runs are left out, failed ones counted in ``n_failed``. A group with no finished run has
-    ``n = 0``, rate NaN and interval (0, 1). A lab where no run has finished yet has no summary
-    columns at all: the flag column may then be absent (every ``k`` is 0).
+    Columns: ``*by, n, k, rate, ci_low, ci_high, n_failed``. ``n`` counts runs with status
+    ``"done"``, ``k`` those among them whose flag is true (a missing flag on a done run counts
+    as false); pending or running runs are left out, failed ones counted in ``n_failed``. A
+    group with no finished run has ``n = 0``, rate NaN and interval (0, 1). A lab where no run
+    has finished yet has no summary columns at all: the flag column may then be absent (every
+    ``k`` is 0).
     """
     by = list(by)
     missing = [c for c in [*by, "status"] if c not in runs.columns]
@@ -156,16 +92,9 @@ def rate_table(runs: pd.DataFrame, by: list[str], flag: str = "generalized") -> 
                          index=runs.index)
     flags = flag_values(runs[flag]) if flag in runs.columns else False
     frame["_hit"] = frame["_done"] & flags
-    has_adv = "max_adv_acc" in runs.columns
-    if has_adv:
-        adv = pd.to_numeric(runs["max_adv_acc"], errors="coerce")
-        frame["_adv"] = adv.where(frame["_done"])  # over finished runs only
     keys = [runs[c] for c in by] if by else [pd.Series(0, index=runs.index)]
     grouped = frame.groupby(keys, dropna=False, sort=True)
     agg = {"n": ("_done", "sum"), "k": ("_hit", "sum"), "n_failed": ("_failed", "sum")}
-    if has_adv:  # the per-seed range beside the mean (SPEC "Cross-cutting")
-        agg.update(mean_max_adv=("_adv", "mean"), max_adv_min=("_adv", "min"),
-                   max_adv_max=("_adv", "max"))
     table = grouped.agg(**agg)
     table = table.reset_index(drop=not by)
     if by:
@@ -176,30 +105,18 @@ def rate_table(runs: pd.DataFrame, by: list[str], flag: str = "generalized") -> 
     with np.errstate(invalid="ignore", divide="ignore"):
         table["rate"] = np.where(n > 0, k / np.maximum(n, 1), np.nan)
     table["ci_low"], table["ci_high"] = wilson_arrays(k, n)
-    order = [*by, "n", "k", "rate", "ci_low", "ci_high", "n_failed"]
-    if has_adv:
-        order += ["mean_max_adv", "max_adv_min", "max_adv_max"]
-    return table[order]
+    return table[[*by, "n", "k", "rate", "ci_low", "ci_high", "n_failed"]]
 
 
-ADV_ONLY = "adv_generalized"  # the paper's text: adv accuracy reached 100% (S.3)
-
-
-def readings_table(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """:func:`rate_table` of ``generalized`` (val and adv 100% at one evaluation, S.3) with
-    the paper's adv-only reading beside it as ``k_adv, rate_adv, ci_low_adv, ci_high_adv``
-    when ``runs`` has ``adv_generalized`` (study S)."""
-    table = rate_table(runs, by)
-    if ADV_ONLY in runs.columns:
-        adv = rate_table(runs, by, flag=ADV_ONLY)
-        for c in ("k", "rate", "ci_low", "ci_high"):
-            table[f"{c}_adv"] = adv[c].to_numpy()
-    return table
-
-
-def readings_differ(table: pd.DataFrame) -> bool:
-    """Whether the adv-only reading counts differently from ``generalized`` in any cell."""
-    return "k_adv" in table.columns and bool((table["k_adv"] != table["k"]).any())
+def spread_table(runs: pd.DataFrame, by: list[str], column: str) -> pd.DataFrame:
+    """Per group of ``by`` (rows as :func:`rate_table`'s): the mean of a per-run ``column``
+    over the finished (done) runs and its per-seed range, ``mean, min, max`` (SPEC
+    "Cross-cutting": a mean over seeds carries its spread)."""
+    done = runs["status"].astype(str).eq("done")
+    values = pd.to_numeric(runs[column], errors="coerce").where(done)
+    keys = [runs[c] for c in by] if by else [pd.Series(0, index=runs.index)]
+    out = values.groupby(keys, dropna=False, sort=True).agg(["mean", "min", "max"])
+    return out.reset_index(drop=True)
 
 
 def format_range(mean: float, lo: float, hi: float) -> str:

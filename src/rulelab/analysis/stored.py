@@ -44,13 +44,14 @@ def _epochs_text(epochs: list[int], most: int = 12) -> str:
     return ", ".join(map(str, epochs[: most - 1])) + f", …, {epochs[-1]}"
 
 
-def with_run_ids(frame: pd.DataFrame, trainer, epoch: int) -> pd.DataFrame:
-    """Add ``run_id``, ``epoch`` and the member's config columns used to group results."""
+def with_run_ids(frame: pd.DataFrame, trainer, epoch: int, columns: Sequence[str] = ()
+                 ) -> pd.DataFrame:
+    """Add ``run_id``, ``epoch`` and the member's config ``columns`` that group results."""
     frame = frame.copy()
     cfgs = trainer.configs
     frame.insert(0, "run_id", [cfgs[int(m)].run_id for m in frame["member"]])
     frame.insert(1, "epoch", int(epoch))
-    for col in ("layers", "heads", "ratio", "weight_decay", "seed"):
+    for col in columns:
         if hasattr(cfgs[0], col):
             frame[col] = [getattr(cfgs[int(m)], col) for m in frame["member"]]
     return frame
@@ -61,19 +62,21 @@ def analyze_stored(
     name: str,
     analysis: EnsembleAnalysis,
     *,
-    task: str = "mpsp",
+    task: str,
+    columns: Sequence[str] = (),
     epochs: str = "final",
     run_ids: Sequence[str] | None = None,
     max_members: int = 64,
     on_step: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
-    """Apply ``analysis`` to every stored ensemble at every requested epoch; store and return."""
+    """Apply ``analysis`` to every stored ensemble of ``task`` at every requested epoch, with
+    the config ``columns`` its study groups by; store and return."""
     configs = stored_configs(lab, task=task, run_ids=run_ids)
     require_runs(configs, lab, task)
     frames = []
     for epoch in resolve_epochs(lab, configs, epochs):
         for trainer in load_ensembles(lab, configs, epoch=epoch, max_members=max_members):
-            frame = with_run_ids(analysis(trainer), trainer, trainer.epoch)
+            frame = with_run_ids(analysis(trainer), trainer, trainer.epoch, columns)
             key = stable_hash({"runs": [c.run_id for c in trainer.configs],
                                "epoch": trainer.epoch})
             lab.write_table(name, key, frame)

@@ -1,21 +1,7 @@
-"""Typed, validated run configs, one module per task; see :mod:`rulelab.config.base`."""
+"""Run configs: the shared machinery (:mod:`rulelab.config.base`); each study declares its
+own config classes in its package (``rulelab/studies/<name>/config.py``), and
+:func:`rulelab.studies.config_from_flat` rebuilds any stored config."""
 
-from rulelab.config.base import ConfigError, flag_name, make_config, stable_hash
-from rulelab.config.digits import DIGITS_MEMBER_FIELDS, DigitsRunConfig
-from rulelab.config.modular import MODULAR_MEMBER_FIELDS, ModularRunConfig
-from rulelab.config.mpsp import MPSP_MEMBER_FIELDS, MPSPRunConfig
+from rulelab.config.base import ConfigError, RunConfig, flag_name, make_config, stable_hash
 
-CONFIGS = {"mpsp": MPSPRunConfig, "modular": ModularRunConfig, "digits": DigitsRunConfig}
-
-
-def config_from_flat(flat: dict):
-    """Rebuild a config object from its stored flat dict (the ``task`` key picks the class)."""
-    return CONFIGS[flat["task"]](**flat)
-
-
-__all__ = [
-    "CONFIGS", "ConfigError", "DIGITS_MEMBER_FIELDS", "DigitsRunConfig",
-    "MODULAR_MEMBER_FIELDS", "MPSPRunConfig", "MPSP_MEMBER_FIELDS",
-    "ModularRunConfig", "config_from_flat",
-    "flag_name", "make_config", "stable_hash",
-]
+__all__ = ["ConfigError", "RunConfig", "flag_name", "make_config", "stable_hash"]

@@ -22,8 +22,10 @@ from typing import ClassVar, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from rulelab.errors import UserError
 
-class ConfigError(ValueError):
+
+class ConfigError(UserError, ValueError):
     """A config value out of range, reported as one line naming the flag and what is allowed."""
 
 
@@ -42,13 +44,13 @@ class StrictTypes(BaseModel):
             if field is None or value is None:
                 continue
             kinds = _kinds(field.annotation)
+            flag = _flag_of(cls, name)
             if isinstance(value, bool) and bool not in kinds and kinds & {int, float}:
                 what = "an integer" if float not in kinds else "a number"
-                raise ValueError(f"{flag_name(name)}: {str(value).lower()} is not allowed; it "
+                raise ValueError(f"{flag}: {str(value).lower()} is not allowed; it "
                                  f"must be {what}, not a boolean")
             if not isinstance(value, bool) and kinds == {bool}:
-                raise ValueError(f"{flag_name(name)}: {value!r} is not allowed; use true or "
-                                 "false")
+                raise ValueError(f"{flag}: {value!r} is not allowed; use true or false")
         return data
 
 
@@ -68,6 +70,14 @@ class RunConfig(StrictTypes):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     member_fields: ClassVar[tuple[str, ...]] = ()  # fields that may differ within an ensemble
+    # Flags whose name differs from their field's (the field name is stored and hashed, so it
+    # cannot change without moving run ids): e.g. study S's ``act`` is ``--activation``.
+    flags: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def flag(cls, field: str) -> str:
+        """The command-line flag of ``field`` (``weight_decay`` → ``--weight-decay``)."""
+        return cls.flags.get(field) or flag_name(field)
 
     def flat(self) -> dict:
         return self.model_dump(mode="json")
@@ -95,7 +105,11 @@ def flag_name(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
-def format_validation_error(err: ValidationError) -> str:
+def _flag_of(cls, field: str) -> str:
+    return cls.flag(field) if hasattr(cls, "flag") else flag_name(field)
+
+
+def format_validation_error(err: ValidationError, cls=None) -> str:
     """One line naming the offending flag and what is allowed (first error only)."""
     e = err.errors()[0]
     field = ".".join(str(p) for p in e.get("loc", ()))
@@ -105,7 +119,8 @@ def format_validation_error(err: ValidationError) -> str:
     value = e.get("input")
     if field:
         shown = "" if isinstance(value, dict) else f" {value!r}"
-        return f"{flag_name(field)}:{shown} is not allowed; {msg.lower()}"
+        name = _flag_of(cls, field) if cls is not None else flag_name(field)
+        return f"{name}:{shown} is not allowed; {msg.lower()}"
     return msg
 
 
@@ -114,4 +129,4 @@ def make_config(cls: type[BaseModel], **values) -> BaseModel:
     try:
         return cls(**values)
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err)) from None
+        raise ConfigError(format_validation_error(err, cls)) from None

@@ -1,7 +1,8 @@
 """The unit of work every executor runs: one chunk (DESIGN §4, "the same chunk spec runs
 unchanged on both executors").
 
-A :class:`ChunkSpec` is plain data (flat configs, the lab path, execution knobs), so it pickles
+A :class:`ChunkSpec` is plain data (flat configs, the lab path, the execution
+:class:`~rulelab.settings.Settings`), so it pickles
 to a Ray worker as easily as it runs in-process. :func:`run_chunk` loads each run's checkpoint
 from the lab's files, trains, writes checkpoints and metrics through :class:`LabFiles`, and
 returns one :class:`RunOutcome` per run. It never touches the registry: the driver does.
@@ -21,8 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rulelab.settings import Settings
 from rulelab.store import StoreError, checkpoints, metrics, tables
 from rulelab.store.lab import Lab
+from rulelab.studies import config_from_flat
 
 
 @dataclass(frozen=True)
@@ -32,22 +35,11 @@ class ChunkSpec:
     index: int
     configs: tuple[dict, ...]  # flat run configs
     lab: str  # lab directory (shared by driver and workers)
-    device: str = "cpu"
-    precision: str = "fp32"  # "bf16": autocast the training forward/backward
-    micro_batch: int = 512
-    eval_chunk: int = 2048
-    checkpoint_every: int = 500
-    checkpoint_seconds: float = 300.0
-    snapshots: int = 0
-    track: tuple[str, ...] = ()
-    track_every: str = "log"
-    threads: int | None = None  # torch threads in the worker (None: leave as is)
+    settings: Settings = Settings()
     label: str = ""
 
     @property
     def run_ids(self) -> list[str]:
-        from rulelab.config import config_from_flat
-
         return [config_from_flat(f).run_id for f in self.configs]
 
 
@@ -107,10 +99,8 @@ def run_chunk(spec: ChunkSpec, progress=None) -> list[RunOutcome]:
     """Train ``spec`` to its last epoch (resuming each run from its checkpoint)."""
     import torch
 
-    from rulelab.config import config_from_flat
-
-    if spec.threads:
-        torch.set_num_threads(spec.threads)
+    if spec.settings.threads:
+        torch.set_num_threads(spec.settings.threads)
     configs = [config_from_flat(f) for f in spec.configs]
     return _train(configs, LabFiles(spec.lab), spec, progress)
 
@@ -121,17 +111,16 @@ def run_chunk_plain(spec: ChunkSpec) -> list[dict]:
 
 
 def _train(configs: list, files: LabFiles, spec: ChunkSpec, progress) -> list[RunOutcome]:
-    from rulelab.train.runner import plan_ensembles, train_chunk
+    from rulelab.train.groups import group_runs
+    from rulelab.train.runner import train_chunk  # torch: only where chunks train
 
     states = {c.run_id: files.load_checkpoint(c.run_id) for c in configs}
     start = {rid: s["epoch"] for rid, s in states.items() if s is not None}
-    trainer_cls = trainer_for(configs[0].task, spec.precision)
     outcomes: list[RunOutcome] = []
-    for group in plan_ensembles(configs, start, len(configs)):
+    for group in group_runs(configs, start).values():
         reason = None
         try:
-            summaries = train_chunk(group, states, files, _options(spec), progress,
-                                    trainer_cls=trainer_cls)
+            summaries = train_chunk(group, states, files, spec.settings, progress)
         except (StoreError, OSError):
             raise  # the lab itself is in trouble: stop the sweep with a clear error
         except Exception as err:  # a member's data, memory, …: isolate it by halving
@@ -156,7 +145,7 @@ def _isolate(group: list, reason: str, files: LabFiles, spec: ChunkSpec,
     """Retry the halves of a chunk that raised, from their members' last checkpoints."""
     if progress is not None:
         progress.finish()
-    if spec.device.startswith("cuda"):
+    if spec.settings.device.startswith("cuda"):
         import torch
 
         torch.cuda.empty_cache()  # e.g. after out-of-memory: halves may fit
@@ -165,33 +154,3 @@ def _isolate(group: list, reason: str, files: LabFiles, spec: ChunkSpec,
     half = len(group) // 2
     return (_train(group[:half], files, spec, progress)
             + _train(group[half:], files, spec, progress))
-
-
-def _options(spec: ChunkSpec):
-    from rulelab.train.base import TrainOptions
-    from rulelab.train.runner import RunOptions
-
-    return RunOptions(TrainOptions(device=spec.device, micro_batch=spec.micro_batch,
-                                   eval_chunk=spec.eval_chunk),
-                      max_members=len(spec.configs), checkpoint_every=spec.checkpoint_every,
-                      checkpoint_seconds=spec.checkpoint_seconds, snapshots=spec.snapshots,
-                      track=tuple(spec.track), track_every=spec.track_every)
-
-
-def trainer_for(task: str, precision: str):
-    """The task's trainer; with ``bf16`` its training loss runs under autocast (matmuls in
-    bf16; the loss reduction, evaluation and the optimizer stay float32)."""
-    from rulelab.train.runner import trainer_class
-
-    base = trainer_class(task)
-    if precision == "fp32":
-        return base
-    import torch
-
-    class Autocast(base):  # type: ignore[misc, valid-type]
-        def loss(self, x, y, denom):
-            with torch.autocast(self.device.type, dtype=torch.bfloat16):
-                return super().loss(x, y, denom).float()
-
-    Autocast.__name__ = f"{base.__name__}BF16"
-    return Autocast

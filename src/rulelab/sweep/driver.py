@@ -1,11 +1,14 @@
-"""The sweep driver: recipe → registry → plan → executor → registry (DESIGN §3–4).
+"""The driver: recipe → registry → plan → executor → registry (DESIGN §3–4) — the one run
+path of ``rulelab train`` (a recipe made from its flags), ``reproduce`` (a study's recipe) and
+``sweep`` (any recipe).
 
 The driver is the registry's one writer: it registers every run of the recipe, plans the runs
 not yet finished, hands chunk specs to an executor and records what comes back (``running``
 when a chunk starts, then ``done`` or ``failed`` with its reason; a chunk lost with its worker
 goes back to ``pending``). A lock file (``<lab>/sweep.lock``, released by the OS if the driver
 dies; ``rulelab train`` takes it too) keeps two writers off one lab and tells ``rulelab status``
-whether a sweep is active.
+whether a sweep is active. Before it takes the lock it reads every unfinished run's checkpoint,
+so a damaged one is one error line and the lab is left as it was.
 
 Re-running a sweep continues it: finished runs are skipped, the others resume from their last
 per-run checkpoint, regrouped by epoch. A run's numbers do not depend on its chunk, so a sweep
@@ -15,9 +18,11 @@ killed at any point and re-run ends with the metrics of an uninterrupted one.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rulelab.settings import Settings
 from rulelab.store import Lab, StoreError
 from rulelab.store.atomic import remove_stale_temp_files
 from rulelab.store.errors import first_line
@@ -31,35 +36,6 @@ from rulelab.sweep.recipe import Recipe
 FINISHED = ("done", "failed")
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Execution settings: the recipe's ``execution`` block, overridden by flags."""
-
-    device: str = "cpu"
-    precision: str = "fp32"
-    max_members: int = 64
-    checkpoint_every: int = 500
-    checkpoint_seconds: float = 300.0
-    micro_batch: int = 512
-    eval_chunk: int = 2048
-    snapshots: int = 0
-    track: tuple[str, ...] = ()
-    track_every: str = "log"
-    memory_gib: float | None = None
-    threads: int | None = None  # torch threads per chunk (Ray workers); None: as is
-
-    @classmethod
-    def from_recipe(cls, recipe: Recipe, **overrides) -> Settings:
-        values = recipe.execution.model_dump()
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        values["track"] = tuple(values["track"])
-        return cls(**values)
-
-    @property
-    def device_label(self) -> str:
-        return self.device if self.precision == "fp32" else f"{self.device} ({self.precision})"
-
-
 @dataclass
 class SweepResult:
     plan: Plan
@@ -68,7 +44,8 @@ class SweepResult:
     lost: list[str] = field(default_factory=list)  # reasons, one per lost chunk
 
 
-def make_plan(recipe: Recipe, lab: Lab | None, settings: Settings) -> Plan:
+def make_plan(recipe: Recipe, lab: Lab | None, settings: Settings, *,
+              interleave_seeds: bool = True) -> Plan:
     """The plan for the runs of ``recipe`` not finished in ``lab`` (None: a new lab)."""
     configs = recipe.configs()
     statuses = lab.statuses([c.run_id for c in configs]) if lab else {}
@@ -78,7 +55,7 @@ def make_plan(recipe: Recipe, lab: Lab | None, settings: Settings) -> Plan:
     budget, note = memory_budget(settings.device, settings.memory_gib)
     chunks, caps = plan_chunks(todo, start, max_members=settings.max_members,
                                budget_bytes=budget, micro_batch=settings.micro_batch,
-                               eval_chunk=settings.eval_chunk)
+                               eval_chunk=settings.eval_chunk, interleave_seeds=interleave_seeds)
     counts = list(statuses.values())
     return Plan(recipe.experiment, recipe.task, len(configs), len({cell_key(c) for c in configs}),
                 counts.count("done"), counts.count("failed"), chunks, budget, note,
@@ -96,30 +73,41 @@ def _resume_epoch(files: LabFiles, run_id: str) -> int:
                          "from the start") from None
 
 
+def check_checkpoints(lab: Lab, configs) -> None:
+    """Read the checkpoint of every unfinished run of ``configs`` (a damaged or foreign one
+    raises :class:`StoreError` naming it) — before anything is written."""
+    statuses = lab.statuses([c.run_id for c in configs])
+    for c in configs:
+        if statuses.get(c.run_id) not in FINISHED:
+            lab.load_checkpoint(c.run_id)
+
+
 def chunk_specs(plan: Plan, lab: Lab, settings: Settings) -> list[ChunkSpec]:
-    return [ChunkSpec(
-        index=c.index, configs=tuple(cfg.flat() for cfg in c.configs), lab=str(lab.root),
-        device=settings.device, precision=settings.precision, micro_batch=settings.micro_batch,
-        eval_chunk=settings.eval_chunk, checkpoint_every=settings.checkpoint_every,
-        checkpoint_seconds=settings.checkpoint_seconds, snapshots=settings.snapshots,
-        track=settings.track, track_every=settings.track_every, threads=settings.threads,
-        label=f"{c.label} × {len(c.configs)}",
-    ) for c in plan.chunks]
+    return [ChunkSpec(index=c.index, configs=tuple(cfg.flat() for cfg in c.configs),
+                      lab=str(lab.root), settings=settings, label=f"{c.label} × {len(c.configs)}")
+            for c in plan.chunks]
 
 
-def run_sweep(recipe: Recipe, lab: Lab, settings: Settings, executor, progress=None,
-              on_start=None) -> SweepResult:
-    """Train every unfinished run of ``recipe`` into ``lab`` with ``executor``; ``on_start``
-    is called once the lab's lock is held (a refused sweep prints nothing else)."""
+def run(recipe: Recipe, lab: Lab, settings: Settings, executor=None, progress=None, *,
+        command: str = "sweep", interleave_seeds: bool = True,
+        on_start: Callable[[Plan], None] | None = None) -> SweepResult:
+    """Train every unfinished run of ``recipe`` into ``lab`` with ``executor`` (default:
+    in this process). ``command`` names the lock's holder (``train``, ``reproduce``,
+    ``sweep``); ``interleave_seeds`` is the planner's packing order
+    (:func:`rulelab.sweep.planner.plan_chunks`); ``on_start(plan)`` is called once the lab's
+    lock is held and the runs are registered (a refused command prints nothing else)."""
+    from rulelab.sweep.executors import LocalExecutor
     from rulelab.sweep.progress import SweepProgress
 
+    executor = executor or LocalExecutor()
     progress = progress or SweepProgress()
-    with sweep_lock(lab, recipe.experiment):
-        if on_start:
-            on_start()
-        configs = recipe.configs()
+    configs = recipe.configs()
+    check_checkpoints(lab, configs)
+    with sweep_lock(lab, recipe.experiment, command):
         lab.register([(c.run_id, c.flat()) for c in configs], recipe.experiment)
-        plan = make_plan(recipe, lab, settings)
+        plan = make_plan(recipe, lab, settings, interleave_seeds=interleave_seeds)
+        if on_start:
+            on_start(plan)
         result = SweepResult(plan)
         events = _Events(lab, settings, progress, result)
         progress.begin(plan)
@@ -128,6 +116,33 @@ def run_sweep(recipe: Recipe, lab: Lab, settings: Settings, executor, progress=N
         finally:
             progress.end()
     return result
+
+
+run_sweep = run  # the name the sweep tests and notebooks use
+
+
+@dataclass(frozen=True)
+class RunList:
+    """Runs of one task given as a list (a notebook's, a benchmark's): what the driver needs
+    of a recipe."""
+
+    runs: tuple
+    experiment: str
+
+    @property
+    def task(self) -> str:
+        return self.runs[0].task
+
+    def configs(self) -> list:
+        return list({c.run_id: c for c in self.runs}.values())
+
+
+def run_configs(configs, lab: Lab, *, experiment: str, settings: Settings | None = None,
+                **kwargs) -> SweepResult:
+    """:func:`run` for a list of configs, packed in the order given (as ``rulelab train``)."""
+    kwargs.setdefault("command", "train")
+    kwargs.setdefault("interleave_seeds", False)
+    return run(RunList(tuple(configs), experiment), lab, settings or Settings(), **kwargs)
 
 
 class _Events:
@@ -163,10 +178,10 @@ class _Events:
 
 # --- the lab lock ---------------------------------------------------------------------------
 @contextlib.contextmanager
-def sweep_lock(lab: Lab, experiment: str):
-    """Hold the lab's writer lock (:func:`rulelab.store.lock.lab_lock`, also taken by
-    ``rulelab train``) for the sweep; the OS drops it if we die."""
-    with lab_lock(lab.root, command="sweep", experiment=experiment):
+def sweep_lock(lab: Lab, experiment: str, command: str = "sweep"):
+    """Hold the lab's writer lock (:func:`rulelab.store.lock.lab_lock`) for ``command``; the
+    OS drops it if we die."""
+    with lab_lock(lab.root, command=command, experiment=experiment):
         remove_stale_temp_files(lab.root)  # left by killed writers; live writers' are kept
         yield
 

@@ -1,5 +1,8 @@
 """Estimates of a run's memory and compute, from its shapes alone (no tensors are built).
 
+Each task declares its cost model (``Task.cost``, in its study's package); they share these
+terms and :class:`RunCost`.
+
 Memory per member (bytes) = parameters, gradients and Adam state (4 × params × 4 B)
   + the larger of the training working set (activations of one micro-batch kept for backward)
     and the evaluation working set (one evaluation chunk, no graph)
@@ -9,16 +12,14 @@ The activation terms are counted per token and fitted on this machine's CPU to w
 (measured peak RSS of a 1L·1H and a 2L·2H ensemble; ``ACTIVATION_SLACK`` covers the rest).
 
 Compute = 3 × forward matmul FLOPs (2 per multiply-add; gathers, LayerNorm, elementwise ops
-not counted) per training example, + forward FLOPs of every evaluation. The transformer's last
-layer runs attention and MLP for the CLS row only (as :class:`EnsembleTransformer` does).
+not counted) per training example, + forward FLOPs of every evaluation.
 Time = FLOPs over an *assumed* sustained throughput + passes × a fixed cost per pass (Python
-and kernel launches, which dominate small models: study M's narrow MLPs, tiny test configs).
+and kernel launches, which dominate small models: narrow MLPs, tiny test configs).
 All of these are estimates and are printed so.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 
@@ -66,67 +67,10 @@ class RunCost:
 
 
 def run_cost(cfg, micro_batch: int = 512, eval_chunk: int = 2048) -> RunCost:
-    if cfg.task == "mpsp":
-        return _mpsp_cost(cfg, micro_batch, eval_chunk)
-    if cfg.task == "modular":
-        return _modular_cost(cfg, micro_batch, eval_chunk)
-    if cfg.task == "digits":
-        return _digits_cost(cfg, micro_batch, eval_chunk)
-    # A task without a cost model: plan it with a generous memory guess and no time.
-    return RunCost(256 * 2**20, 0.0, 0.0, 1, 1)
+    """The cost of one run, by its task's cost model (declared by its study: ``Task.cost``)."""
+    from rulelab.studies import task
 
-
-def _mpsp_cost(c, micro_batch: int, eval_chunk: int) -> RunCost:
-    T, d, f, h, L = c.seq_len + 1, c.d_model, c.d_mlp, c.heads, c.layers
-    qkv, rest = 3 * d * d, d * d + 2 * d * f + 2 * T * d  # MACs per token (attn: QKᵀ, AV)
-    macs = (L - 1) * T * (qkv + rest) + T * qkv + rest + d * c.label_mod  # last layer: CLS row
-    fwd = 2 * macs
-    params = (c.vocab + 1 + T) * d + L * (4 * d * d + 2 * d * f + 6 * d + f) + d * c.label_mod
-    # per token and layer: LN in/out, q, k, v, z, attn out, resid (≈ 10 d), MLP pre/post (2 f),
-    # scores and pattern (2 h T); evaluation keeps no graph but holds a layer's temporaries.
-    train_act = L * micro_batch * T * (10 * d + 2 * f + 2 * h * T) * 4
-    eval_act = eval_chunk * T * (2 * d * (1 + L) + f + 2 * h * T * L) * 4
-    n_examples = c.n_train + 2 * c.n_eval
-    data = n_examples * (c.seq_len * 8 + 9) * 2
-    rows = (c.epochs // c.eval_every + 2) * 10 * ROW_BYTES
-    member = 16 * params + ACTIVATION_SLACK * max(train_act, eval_act) + data + rows
-    passes = c.steps_per_epoch * math.ceil(min(c.batch_size or c.n_train, c.n_train) / micro_batch)
-    evals = math.ceil(c.n_train / eval_chunk) + 2 * math.ceil(c.n_eval / eval_chunk)
-    return RunCost(int(member), 3 * fwd * c.n_train, fwd * n_examples, passes, evals)
-
-
-def _modular_cost(c, micro_batch: int, eval_chunk: int) -> RunCost:
-    from rulelab.config.modular import eval_steps
-
-    M, P = c.width, c.p
-    n = c.n_pairs
-    fwd = 2 * M * P  # h @ Wᵀ; the U, V "matmuls" are gathers
-    params = (2 if not c.tied else 1) * M * P + P * M + P
-    train_act = micro_batch * (4 * M + 3 * P) * 4
-    eval_act = eval_chunk * (2 * M + 3 * P) * 4
-    data = n * (2 * 8 + 2 * 8 + 1) * 2
-    schedule = tuple(eval_steps(c))
-    rows = len(schedule) * 10 * ROW_BYTES
-    member = 16 * params + ACTIVATION_SLACK * max(train_act, eval_act) + data + rows
-    n_train = round(n * c.train_frac)
-    passes = math.ceil(n_train / micro_batch)
-    evals = math.ceil(n_train / eval_chunk) + math.ceil((n - n_train) / eval_chunk)
-    return RunCost(int(member), 3 * fwd * n_train, fwd * n, passes, evals, schedule)
-
-
-def _digits_cost(c, micro_batch: int, eval_chunk: int) -> RunCost:
-    """The 3-layer MLP of SPEC M.4.7 on 8×8 digits (sklearn) or 28×28 MNIST."""
-    d_in = 64 if c.source == "sklearn" else 784
-    n = c.n_train or (1797 if c.source == "sklearn" else 60000)
-    n_train = n if c.n_train else round(n * (1 - getattr(c, "test_frac", 0.2)))
-    h = c.hidden
-    params = d_in * h + h * h + h * 10 + 2 * h + 10
-    fwd = 2 * (d_in * h + h * h + h * 10)
-    act = micro_batch * (4 * h + d_in + 10) * 4
-    member = 16 * params + ACTIVATION_SLACK * act + n * (d_in * 4 + 16) * 2
-    passes = math.ceil(n_train / micro_batch)
-    return RunCost(int(member), 3 * fwd * n_train, fwd * n, passes,
-                   math.ceil(n / eval_chunk) + 1)
+    return task(cfg.task).cost(cfg, micro_batch, eval_chunk)
 
 
 # --- budgets ----------------------------------------------------------------------------------
@@ -161,10 +105,6 @@ def available_memory(device: str) -> tuple[int | None, str]:
     return _mem_available(), "available RAM"
 
 
-SHAPE_FLAGS = {"mpsp": "--d-model/--d-mlp/--layers/--n-train", "modular": "--width/--p",
-               "digits": "--hidden/--n-train"}
-
-
 def oversized(configs, device: str, micro_batch: int = 512, eval_chunk: int = 2048
               ) -> str | None:
     """Why a single run of ``configs`` cannot fit ``device``'s memory (one line naming the
@@ -181,7 +121,9 @@ def oversized(configs, device: str, micro_batch: int = 512, eval_chunk: int = 20
         seen.add(key)
         need = run_cost(c, micro_batch, eval_chunk).member_bytes
         if need > available:
-            flags = SHAPE_FLAGS.get(c.task, "the model size")
+            from rulelab.studies import task
+
+            flags = task(c.task).shape_flags
             return (f"{flags}: one run of {c.label()} needs about {human_bytes(need)} "
                     f"(estimate), more than the {human_bytes(available)} of {note}; "
                     f"use a smaller {flags.split('/')[0]}")

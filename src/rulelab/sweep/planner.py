@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rulelab.sweep.estimate import RunCost, Speed, human_bytes, human_seconds, run_cost
+from rulelab.train.groups import group_runs
 
 
 @dataclass
@@ -118,26 +119,35 @@ def even_split(items: list, cap: int) -> list[list]:
     return out
 
 
+def consecutive(items: list, cap: int) -> list[list]:
+    """``items`` in consecutive parts of ``cap`` (the last one shorter)."""
+    return [items[i : i + cap] for i in range(0, len(items), cap)]
+
+
 def plan_chunks(configs: Sequence, start_epochs: dict[str, int], *, max_members: int,
-                budget_bytes: int, micro_batch: int = 512,
-                eval_chunk: int = 2048) -> tuple[list[ChunkPlan], dict[str, int]]:
-    """Chunks in training order, and the memory cap on members per shape label."""
-    groups: dict[tuple[str, int], list] = defaultdict(list)
-    for c in configs:
-        groups[c.shape_key(), start_epochs.get(c.run_id, 0)].append(c)
+                budget_bytes: int, micro_batch: int = 512, eval_chunk: int = 2048,
+                interleave_seeds: bool = True) -> tuple[list[ChunkPlan], dict[str, int]]:
+    """Chunks in training order, and the memory cap on members per shape label.
+
+    ``interleave_seeds`` (sweeps): seeds interleaved across cells and groups cut in equal
+    parts, so the first chunks give an early rate for every cell. Off (``train``,
+    ``reproduce``): each group keeps the order of the runs given and is cut in consecutive
+    ensembles of the cap — the packing of a command line or a reproduction is its grid's.
+    """
+    groups = group_runs(configs, start_epochs)
     per_group: list[list[ChunkPlan]] = []
     caps: dict[str, int] = {}
     costs: dict[str, RunCost] = {}
     order = sorted(groups, key=lambda k: -k[1])  # resumed groups first (stable: file order)
     for shape, epoch in order:
-        runs = interleave(groups[shape, epoch])
+        runs = interleave(groups[shape, epoch]) if interleave_seeds else groups[shape, epoch]
         cost = costs.setdefault(shape, run_cost(runs[0], micro_batch, eval_chunk))
         cap = max(1, min(max_members, budget_bytes // max(cost.member_bytes, 1)))
         caps[runs[0].label()] = min(caps.get(runs[0].label(), cap), cap)
         per_group.append([
             ChunkPlan(0, part, epoch, cost.member_bytes,
                       sum(cost.flops(c, epoch) for c in part), cost.passes(part[0], epoch))
-            for part in even_split(runs, cap)
+            for part in (even_split if interleave_seeds else consecutive)(runs, cap)
         ])
     chunks = []
     for round_ in range(max((len(g) for g in per_group), default=0)):

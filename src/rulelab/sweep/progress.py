@@ -18,7 +18,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from rulelab.train.runner import Progress as EpochCallbacks
+from rulelab.train.runner import EpochProgress as EpochCallbacks
 
 
 class SweepProgress:

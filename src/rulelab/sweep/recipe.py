@@ -3,7 +3,7 @@
 A recipe is a base config, grid axes and seeds::
 
     experiment: shortcut-saturation-quick   # the name runs are registered under
-    task: mpsp                              # mpsp (study S) or modular (study M)
+    task: mpsp                              # a task of a registered study
     base: {seq_len: 6, vocab: 16, epochs: 400}    # fixed config keys, named like the flags
     grid:                                   # every combination of these values …
       layers: [1, 2]
@@ -13,8 +13,10 @@ A recipe is a base config, grid axes and seeds::
 
 ``grid`` may also be a list of such maps: the union of their products (e.g. one sub-grid per
 label modulus, each with the ratios around its own chance level). Keys are checked against the
-task's config class; every run is built and validated on load, so a bad recipe fails before
-anything is written, with one line ``file:line: key: message``.
+task's config class (the study registry, :mod:`rulelab.studies`); every run is built and
+validated on load, so a bad recipe fails before anything is written, with one line
+``file:line: key: message``. ``execution`` is a :class:`rulelab.settings.Settings`; a recipe made
+from ``rulelab train`` flags (:func:`recipe_from_flags`) is the same object without a file.
 """
 
 from __future__ import annotations
@@ -22,16 +24,16 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from rulelab.config import CONFIGS
-from rulelab.config.base import StrictTypes
-from rulelab.grid import MAX_RUNS
+from rulelab.grid import MAX_RUNS, cells, expand
+from rulelab.settings import Settings
+from rulelab.studies import tasks
 from rulelab.sweep.yaml_lines import (
     MAX_BYTES,
     MAX_DEPTH,
@@ -45,60 +47,37 @@ TOP_KEYS = ("experiment", "task", "description", "base", "grid", "seeds", "execu
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}")  # experiment names (also --experiment)
 
 
-class Execution(StrictTypes):
-    """How a recipe runs by default; the ``rulelab sweep`` flags override these."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_members: int = Field(64, ge=1, le=1_000_000, description="most runs per ensemble chunk")
-    checkpoint_every: int = Field(500, ge=1, le=10_000_000, description="epochs")
-    checkpoint_seconds: float = Field(300.0, gt=0.0, description="also checkpoint this often")
-    micro_batch: int = Field(512, ge=1, le=1_000_000, description="examples per member per step")
-    eval_chunk: int = Field(2048, ge=1, le=1_000_000)
-    snapshots: int = Field(0, ge=0, le=10_000, description="keep weights at ~N log epochs")
-    track: tuple[str, ...] = Field((), description="analyses during training")
-    track_every: str = "log"
-    precision: Literal["fp32", "bf16"] = Field("fp32", description="bf16: autocast forward")
-
-
 @dataclass(frozen=True)
 class Recipe:
     """A validated recipe; :meth:`configs` lists its runs (cells × seeds, cell-major)."""
 
-    path: Path
+    path: Path | None  # None: made from command-line flags
     experiment: str
     task: str
     description: str
     base: dict
     grids: tuple[dict, ...]
     seeds: tuple[int, ...]
-    execution: Execution
+    execution: Settings
 
     @property
     def config_class(self) -> type[BaseModel]:
-        return CONFIGS[self.task]
+        return tasks()[self.task].config
 
     def cells(self) -> list[dict]:
         """Grid points (without the seed), in file order; duplicates across sub-grids dropped."""
-        out, seen = [], set()
-        for grid in self.grids:
-            names = list(grid)
-            for values in itertools.product(*(grid[n] for n in names)):
-                cell = dict(zip(names, values, strict=True))
-                key = repr(sorted(cell.items()))
-                if key not in seen:
-                    seen.add(key)
-                    out.append(cell)
-        return out
+        return cells(self.grids)
 
     def configs(self) -> list:
         """Every run, cell-major; runs that coincide (same config) appear once."""
-        runs: dict[str, object] = {}
-        for cell in self.cells():
-            for seed in self.seeds:
-                cfg = self.config_class(**{**self.base, **cell, "seed": seed})
-                runs.setdefault(cfg.run_id, cfg)
-        return list(runs.values())
+        return expand(self.config_class, self.base, self.grids, self.seeds)
+
+
+def recipe_from_flags(task: str, experiment: str, base: dict, grid: dict,
+                      seeds: Sequence[int], execution: Settings) -> Recipe:
+    """The recipe of a ``rulelab train`` command line (its runs are validated by
+    :func:`rulelab.grid.expand`, with one-line errors naming the flags)."""
+    return Recipe(None, experiment, task, "", dict(base), (dict(grid),), tuple(seeds), execution)
 
 
 def load_recipe(path: str | Path) -> Recipe:
@@ -150,10 +129,10 @@ def parse_recipe(text: str, path: Path) -> Recipe:
     if not isinstance(experiment, str) or not NAME.fullmatch(experiment):
         raise lines.error(("experiment",), f"{experiment!r} is not allowed; use up to 100 "
                           "letters, digits, '-', '_' or '.', starting with a letter or digit")
-    if task not in CONFIGS:
+    if task not in tasks():
         raise lines.error(("task",), f"{task!r} is not allowed; use one of "
-                          f"{', '.join(sorted(CONFIGS))}")
-    cls = CONFIGS[task]
+                          f"{', '.join(sorted(tasks()))}")
+    cls = tasks()[task].config
     fields = [f for f in cls.model_fields if f not in ("task", "seed")]
     base = _mapping(data, "base", lines)
     _check_keys(base, ("base",), fields, lines)
@@ -170,7 +149,7 @@ def parse_recipe(text: str, path: Path) -> Recipe:
         raise lines.error(("grid",) if "grid" in data else ("seeds",),
                           f"{n_runs:,} runs (cells × seeds) is not allowed; a recipe holds at "
                           f"most {MAX_RUNS:,} runs")
-    execution = _execution(data, lines)
+    execution = _execution(data, lines, task)
     description = data.get("description") or ""
     recipe = Recipe(path, experiment, task, str(description), base, grids, seeds, execution)
     _validate_runs(recipe, data, lines)
@@ -243,26 +222,25 @@ def _seeds(raw, lines: Lines) -> tuple[int, ...]:
     raise lines.error(("seeds",), "give a count (30), {count: 30, start: 0} or a list [0, 1, 2]")
 
 
-def _execution(data: dict, lines: Lines) -> Execution:
+def _execution(data: dict, lines: Lines, task: str) -> Settings:
     raw = _mapping(data, "execution", lines)
     if isinstance(raw.get("track"), str):
         raw["track"] = [t.strip() for t in raw["track"].split(",") if t.strip()]
     try:
-        execution = Execution(**raw)
+        execution = Settings(**raw)
     except ValidationError as err:
         e = err.errors()[0]
         key = str(e["loc"][0]) if e.get("loc") else _flag_in(e.get("msg", ""))
         if e.get("type") == "extra_forbidden":
             raise lines.error(("execution", key), f"unknown key"
-                              f"{suggest(key, Execution.model_fields)}") from None
+                              f"{suggest(key, Settings.model_fields)}") from None
         raise lines.error(("execution", key),
                           _value_message(e).removeprefix(f"{key}: ")) from None
-    from rulelab.train.tracking import TRACKERS
-
-    bad = [t for t in execution.track if t not in TRACKERS]
+    trackers = tasks()[task].trackers
+    bad = [t for t in execution.track if t not in trackers]
     if bad:
-        raise lines.error(("execution", "track"), f"{bad[0]!r} is not allowed; use "
-                          f"{', '.join(sorted(TRACKERS))}")
+        allowed = ", ".join(sorted(trackers)) or f"nothing: task {task} has no trackers"
+        raise lines.error(("execution", "track"), f"{bad[0]!r} is not allowed; use {allowed}")
     every = execution.track_every
     if every != "log" and not (every.isdigit() and int(every) > 0):
         raise lines.error(("execution", "track_every"), f"{every!r} is not allowed; use log or "

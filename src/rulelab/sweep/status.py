@@ -11,13 +11,22 @@ from collections import Counter, defaultdict
 
 from rulelab.store import Lab
 from rulelab.store.registry import STATUSES
+from rulelab.studies import tasks
 from rulelab.sweep.driver import active_sweep
-from rulelab.train.summary import generalized_of
+
+
+def generalized_of(row: dict) -> bool | None:
+    """A stored run's ``generalized`` flag, read by its task's view (a study may know old
+    summaries: study S's adv-only ones are None, unknown); runs of unknown tasks: the flag."""
+    summary = row.get("summary") or {}
+    spec = tasks().get((row.get("config") or {}).get("task"))
+    return bool(summary.get("generalized")) if spec is None else spec.view().generalized_of(
+        summary)
 
 
 def experiment_status(lab: Lab) -> list[dict]:
-    """One dict per experiment: run counts per status, generalized runs (val and adv both 100%,
-    SPEC S.3; ``generalized_unknown``: old adv-only summaries that need their metrics),
+    """One dict per experiment: run counts per status, generalized runs (as each run's study
+    reads its summary; ``generalized_unknown``: old summaries that need their metrics),
     failure reasons."""
     by_exp: dict[str, list[dict]] = defaultdict(list)
     for row in lab.runs_json():
@@ -30,8 +39,8 @@ def experiment_status(lab: Lab) -> list[dict]:
         out.append({
             "experiment": name, "runs": len(rows),
             **{s: counts.get(s, 0) for s in STATUSES},
-            "generalized": sum(generalized_of(r["summary"]) is True for r in done),
-            "generalized_unknown": sum(generalized_of(r["summary"]) is None for r in done),
+            "generalized": sum(generalized_of(r) is True for r in done),
+            "generalized_unknown": sum(generalized_of(r) is None for r in done),
             "failed_reasons": dict(reasons.most_common(3)),
         })
     return out

@@ -152,5 +152,6 @@ def _cached(key: tuple) -> DigitsData:
 
 
 def digits_from_config(cfg) -> DigitsData:
-    """Data for a :class:`rulelab.config.digits.DigitsRunConfig`, cached on its data fields."""
+    """Data for a digits run config (study M's ``DigitsRunConfig``), cached on its data
+    fields."""
     return _cached(tuple(getattr(cfg, f) for f in _FIELDS))

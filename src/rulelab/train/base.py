@@ -10,31 +10,24 @@ cache-sized, and a member sums its gradient in the same order whatever ensemble 
 it equals the same run trained alone bitwise.
 
 Subclasses supply the task: ``build_data``, ``build_model``, ``build_optimizer``,
-``compute_metrics``, ``new_summary`` (see :mod:`rulelab.train.ensemble` for study S).
+``compute_metrics``, ``new_summary`` (each study's ``trainer`` module, e.g. in
+``rulelab/studies/shortcut_saturation/``). Execution settings: :class:`rulelab.settings.Settings`.
 """
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from rulelab.settings import Settings
+from rulelab.train.allocator import keep_heap
+
 MetricRow = tuple[int, str, str, float]  # (epoch, split, metric, value)
-
-
-@dataclass
-class TrainOptions:
-    """Execution knobs that do not change what is computed."""
-
-    device: str = "cpu"
-    # Examples per member per forward chunk. Fixed per member (not per ensemble) so a member
-    # sums its gradient in the same order whatever ensemble it sits in: bitwise equivalence.
-    micro_batch: int = 512
-    eval_chunk: int = 2048
 
 
 def stream_seed(seed: int, stream: int) -> int:
@@ -45,11 +38,12 @@ def stream_seed(seed: int, stream: int) -> int:
 class EnsembleTrainerBase(ABC):
     """Trains ``configs`` (shape-compatible runs of one task) as one ensemble."""
 
-    def __init__(self, configs, options: TrainOptions | None = None) -> None:
+    def __init__(self, configs, options: Settings | None = None) -> None:
         if len({c.shape_key() for c in configs}) != 1:
             raise ValueError("members of one ensemble must share every shape field")
         self.configs = list(configs)
-        self.options = options or TrainOptions()
+        self.options = options or Settings()
+        keep_heap()  # no page faults for each micro-batch's activations (bitwise neutral)
         self.cfg, self.n_members = self.configs[0], len(self.configs)
         self.device = torch.device(self.options.device)
         self.data = self.build_data()
@@ -102,12 +96,20 @@ class EnsembleTrainerBase(ABC):
         ce = F.cross_entropy(logits.reshape(E * b, k), y.reshape(-1), reduction="none")
         return ce.view(E, b).sum(1) / denom
 
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The context the training forward runs in: bf16 autocast, or nothing for fp32."""
+        if self.options.precision == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def _backward_batch(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Accumulate the mean-loss gradient of batch ``x [E, B, …]`` in micro-batches."""
         B = x.shape[1]
         total = torch.zeros(self.n_members, dtype=torch.float64, device=self.device)
         for s in range(0, B, self.micro_batch):
-            loss = self.loss(x[:, s : s + self.micro_batch], y[:, s : s + self.micro_batch], B)
+            with self.autocast():
+                loss = self.loss(x[:, s : s + self.micro_batch], y[:, s : s + self.micro_batch],
+                                 B).float()
             loss.sum().backward()
             total += loss.detach().double()
         return total

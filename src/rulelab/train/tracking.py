@@ -1,50 +1,21 @@
-"""Analyses as training callbacks: run at a schedule, stored per run (SPEC S.4, issue "--track").
+"""Analyses as training callbacks: run at a schedule, stored per run (SPEC S.4, ``--track``).
 
-``--track gradients,fingerprints --track-every log`` runs those analyses on the whole ensemble
-at log-spaced epochs (early dynamics are dense) and stores one table per analysis and run,
-``analyses/<name>/<run_id>.parquet``. On resume the rows up to the checkpoint epoch are kept,
-so a killed-and-resumed run tracks the same rows as an uninterrupted one.
-
-The ``gradients`` rows carry, beside cos(g+, g−) and ‖g−‖/‖g+‖, ``eps`` = ‖g‖/(r‖g+‖) and
-``identity_dominated`` (issue 8: where ε is small the identity g = r·g+ + (1−r)·g− alone pins
-amplification to r/(1−r) and cos to −1) and each group's mean per-example gradient norm over up
-to 256 examples per group (:mod:`rulelab.analysis.gradients`); ``fingerprints`` rows carry the
-OV probe ``ov_probe_acc`` beside OV parity ρ (:mod:`rulelab.analysis.circuits`).
+Each study declares the analyses its runs can track (``Task.trackers``: name → a function of
+the live trainer returning a tidy frame with a ``member`` column). ``--track a,b
+--track-every log`` runs them on the whole ensemble at log-spaced epochs (early dynamics are
+dense) and stores one table per analysis and run, ``analyses/<name>/<run_id>.parquet``. On
+resume the rows up to the checkpoint epoch are kept, so a killed-and-resumed run tracks the
+same rows as an uninterrupted one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
 
 TrackFn = Callable[[object], pd.DataFrame]
-
-
-def _gradients(trainer) -> pd.DataFrame:
-    from rulelab.analysis.gradients import gradient_conflict
-
-    return gradient_conflict(trainer.model, trainer.data)
-
-
-def _fingerprints(trainer) -> pd.DataFrame:
-    from rulelab.analysis.s_tables import fingerprint_table
-
-    return fingerprint_table(trainer)
-
-
-def _ablation(trainer) -> pd.DataFrame:
-    from rulelab.analysis.ablation import ablation_table
-
-    return ablation_table(trainer.model, trainer.data, methods=("mean",), where=("cls",))
-
-
-TRACKERS: dict[str, TrackFn] = {
-    "gradients": _gradients,
-    "fingerprints": _fingerprints,
-    "ablation": _ablation,
-}
 
 
 def track_epochs(total: int, every: str) -> set[int]:
@@ -58,14 +29,12 @@ def track_epochs(total: int, every: str) -> set[int]:
 
 
 class Tracker:
-    """Runs the named analyses at ``epochs`` and keeps their rows per run id."""
+    """Runs the analyses ``fns`` (name → function of the trainer) at ``epochs`` and keeps
+    their rows per run id."""
 
-    def __init__(self, names: tuple[str, ...], epochs: set[int]) -> None:
-        unknown = [n for n in names if n not in TRACKERS]
-        if unknown:
-            raise ValueError(f"unknown tracker(s) {unknown}; use {sorted(TRACKERS)}")
-        self.names, self.epochs = names, epochs
-        self.rows: dict[str, list[pd.DataFrame]] = {n: [] for n in names}
+    def __init__(self, fns: Mapping[str, TrackFn], epochs: set[int]) -> None:
+        self.fns, self.names, self.epochs = dict(fns), tuple(fns), epochs
+        self.rows: dict[str, list[pd.DataFrame]] = {n: [] for n in self.names}
 
     def resume(self, lab, run_ids: list[str], epoch: int) -> None:
         """Keep the rows stored for ``run_ids`` up to ``epoch`` (the checkpoint)."""
@@ -76,12 +45,12 @@ class Tracker:
                     self.rows[name].append(frame[frame["epoch"] <= epoch])
 
     def maybe_run(self, trainer) -> None:
-        if trainer.epoch not in self.epochs:
+        if trainer.epoch not in self.epochs or not self.fns:
             return
         was_training = trainer.model.training
         trainer.model.eval()
-        for name in self.names:
-            frame = TRACKERS[name](trainer)
+        for name, fn in self.fns.items():
+            frame = fn(trainer)
             frame.insert(0, "run_id", [trainer.configs[int(m)].run_id for m in frame["member"]])
             frame.insert(1, "epoch", trainer.epoch)
             self.rows[name].append(frame.drop(columns="member"))

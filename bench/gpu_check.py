@@ -1,0 +1,184 @@
+"""Throughput, memory and projections on a device (issue 13 goal 6; run by bench/gpu_check.sh).
+
+1. The machine (rulelab.hardware): CPU, GPU, native bf16, measured matmul peaks.
+2. Study S at the paper's config (2L, 2 heads, d_model 64, d_mlp 128, n = 10, V = 64, full
+   batch 16,384, val / adv 4,096 each): for each precision and ensemble size E, one warm-up
+   epoch, EPOCHS timed epochs, one timed evaluation → s/epoch, seed-epochs/s (the evaluation
+   amortized over eval_every = 10 epochs), TFLOP/s (3 × forward matmul FLOPs, as the planner
+   counts), peak memory per member beside the planner's estimate.
+3. Study M at P = 113, width 4097, train fraction 0.8 (the widest run of the paper recipe):
+   the same, per full-batch step.
+4. Projection of each paper-scale recipe (studies/*/recipes/) on this device: the planner's
+   chunks (members capped by max_members and by 80% of free memory), each timed as
+   ``FLOPs / F + passes × pass_s`` with F and pass_s fitted per study and precision from the
+   measurements: epoch time t(E) = passes × pass_s + E × FLOPs per member / F (least squares
+   over the measured E).
+
+Sizes come from the environment (bench/gpu_check.sh sets them; DEVICE=cpu gives a smoke run):
+DEVICE, EPOCHS, PRECISIONS, S_MEMBERS, S_N_TRAIN, S_N_EVAL, M_MEMBERS, M_P, M_WIDTH.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from rulelab import hardware
+from rulelab.settings import Settings
+from rulelab.studies.coexistence.config import ModularRunConfig
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+from rulelab.sweep.estimate import Speed, human_bytes, human_seconds, memory_budget, run_cost
+from rulelab.sweep.planner import plan_chunks
+from rulelab.sweep.recipe import load_recipe
+from rulelab.train.runner import trainer_class
+
+DEVICE = os.environ.get("DEVICE", "cuda")
+CUDA = DEVICE.startswith("cuda")
+EPOCHS = int(os.environ.get("EPOCHS", "3"))
+FORCE_BF16 = os.environ.get("FORCE_BF16") == "1"  # time bf16 even where it is not native
+
+
+def env_ints(name: str, default: str) -> list[int]:
+    return [int(v) for v in os.environ.get(name, default).split()]
+
+
+def sync() -> None:
+    if CUDA:
+        torch.cuda.synchronize()
+
+
+def measure(cfgs, precision: str) -> dict | None:
+    """Time EPOCHS epochs (after a warm-up) and one evaluation of ``cfgs`` as one ensemble."""
+    E, cost = len(cfgs), run_cost(cfgs[0])
+    tr = None
+    try:
+        if CUDA:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated() if CUDA else 0
+        tr = trainer_class(cfgs[0].task)(cfgs, Settings(device=DEVICE, precision=precision))
+        tr.train_epoch()
+        sync()
+        t = time.perf_counter()
+        for _ in range(EPOCHS):
+            tr.train_epoch()
+        sync()
+        epoch_s = (time.perf_counter() - t) / EPOCHS
+        t = time.perf_counter()
+        tr.evaluate()
+        sync()
+        eval_s = time.perf_counter() - t
+        mem = (torch.cuda.max_memory_allocated() - base) / E if CUDA else float("nan")
+    except torch.OutOfMemoryError:
+        return None
+    finally:
+        del tr
+    every = getattr(cfgs[0], "eval_every", 10)
+    return {"E": E, "epoch_s": epoch_s, "eval_s": eval_s, "passes": cost.passes_per_epoch,
+            "rate": E / (epoch_s + eval_s / every), "flops": cost.flops_per_epoch,
+            "tflops": cost.flops_per_epoch * E / epoch_s / 1e12, "mem": mem,
+            "est": cost.member_bytes}
+
+
+def fit_speed(rows: list[dict], note: str) -> Speed | None:
+    """F and pass_s from t(E) = passes · pass_s + E · flops / F (least squares, ≥ 0)."""
+    if not rows:
+        return None
+    if len(rows) == 1:
+        r = rows[0]
+        return Speed(r["E"] * r["flops"] / r["epoch_s"], 0.0, note)
+    xs, ys = [r["E"] for r in rows], [r["epoch_s"] for r in rows]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / max(
+        sum((x - mx) ** 2 for x in xs), 1e-12)
+    if slope <= 0:  # not yet compute-bound at these sizes: use the largest E's rate
+        r = max(rows, key=lambda r: r["E"])
+        return Speed(r["E"] * r["flops"] / r["epoch_s"], 0.0, note)
+    intercept = max(my - slope * mx, 0.0)
+    return Speed(rows[0]["flops"] / slope, intercept / rows[0]["passes"], note)
+
+
+def table(title: str, cfg_for, members: list[int], unit: str) -> dict[str, Speed | None]:
+    print(f"\n{title}")
+    print(f"{'prec':>5} {'E':>5} {'s/' + unit:>9} {'seed-' + unit + 's/s':>13} {'TFLOP/s':>8} "
+          f"{'MiB/member':>11} {'est MiB':>8} {'eval s':>7}", flush=True)
+    speeds = {}
+    for precision in os.environ.get("PRECISIONS", "fp32 bf16").split():
+        if precision == "bf16" and not (hardware.native_bf16(DEVICE) or FORCE_BF16):
+            print(f" bf16 skipped: not native on {DEVICE}")
+            continue
+        rows = []
+        for E in members:
+            r = measure([cfg_for(s) for s in range(E)], precision)
+            if r is None:
+                print(f"{precision:>5} {E:>5}  out of memory", flush=True)
+                continue
+            rows.append(r)
+            print(f"{precision:>5} {E:>5} {r['epoch_s']:9.3f} {r['rate']:13.1f} "
+                  f"{r['tflops']:8.2f} {r['mem'] / 2**20:11.1f} {r['est'] / 2**20:8.1f} "
+                  f"{r['eval_s']:7.2f}", flush=True)
+        speeds[precision] = fit_speed(rows, f"measured {precision}")
+        if speeds[precision]:
+            sp = speeds[precision]
+            print(f"{precision:>5} fit: {sp.flops / 1e12:.2f} TFLOP/s sustained + "
+                  f"{sp.pass_s * 1e3:.3f} ms a pass")
+    return speeds
+
+
+def project(path: Path, speeds: dict[str, Speed | None], max_members: int) -> None:
+    configs = load_recipe(path).configs()
+    budget, note = memory_budget(DEVICE)
+    chunks, _ = plan_chunks(configs, {}, max_members=max_members, budget_bytes=budget)
+    times = [f"{human_seconds(sum(sp.seconds(c.flops, c.passes) for c in chunks))} {prec}"
+             for prec, sp in speeds.items() if sp is not None]
+    name = f"{path.parent.parent.name}/{path.stem}"
+    print(f"  {name:<28} {len(configs):>6,} runs {len(chunks):>5} ensembles of ≤ {max_members}"
+          f"  {sum(c.flops for c in chunks):9.3g} FLOP  {' | '.join(times) or 'not measured'}")
+
+
+def recipes() -> list[Path]:
+    """Every study's recipes at the paper's scale (not the quick / tiny presets)."""
+    root = Path(__file__).resolve().parents[1] / "src" / "rulelab" / "studies"
+    return [p for p in sorted(root.glob("*/recipes/*.yaml"))
+            if p.stem not in ("quick", "tiny") and not p.stem.startswith("quick")]
+
+
+def main() -> None:
+    print("\n".join(hardware.describe(DEVICE)), flush=True)
+    n_train = int(os.environ.get("S_N_TRAIN", "16384"))
+    n_eval = int(os.environ.get("S_N_EVAL", "4096"))
+
+    def s_cfg(seed: int) -> MPSPRunConfig:
+        return MPSPRunConfig(layers=2, heads=2, seed=seed, n_train=n_train, n_eval=n_eval,
+                             epochs=EPOCHS + 2)
+
+    p, width = int(os.environ.get("M_P", "113")), int(os.environ.get("M_WIDTH", "4097"))
+
+    def m_cfg(seed: int) -> ModularRunConfig:
+        return ModularRunConfig(p=p, width=width, train_frac=0.8, noise=0.3, seed=seed,
+                                epochs=EPOCHS + 2, eval_every=1000, log_eval_steps=0)
+
+    s_members, m_members = env_ints("S_MEMBERS", "64 256 1024"), env_ints("M_MEMBERS", "8 64 256")
+    s = table(f"study S, paper config 2L2H, N = {n_train:,}, one epoch = one full-batch step",
+              s_cfg, s_members, "epoch")
+    m = table(f"study M, P = {p}, width {width}, train fraction 0.8, full batch", m_cfg,
+              m_members, "step")
+    budget_note = memory_budget(DEVICE)[1]
+    print(f"\nprojection on {DEVICE}: the planner's ensembles (memory: {budget_note}), each "
+          "FLOPs / F + passes × pass_s with the fits above; evaluations included")
+    by_task = {"mpsp": (s, max(s_members)), "modular": (m, max(m_members))}
+    for path in recipes():
+        task = load_recipe(path).task
+        if task in by_task:
+            project(path, *by_task[task])
+        else:
+            print(f"  {path.parent.parent.name}/{path.stem:<16} task {task}: not measured here")
+    if CUDA:
+        print(f"peak memory allocated: {human_bytes(torch.cuda.max_memory_allocated())}")
+
+
+if __name__ == "__main__":
+    main()

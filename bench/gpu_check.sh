@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The GPU check (issue 13 goal 6), sized for a lent H200 in ≤ 8 minutes; replaces gpu_sweep.sh.
+#
+#   bash bench/gpu_check.sh                  # cuda: ~4–6 min
+#   DEVICE=cpu bash bench/gpu_check.sh       # smoke run of the script itself: tiny sizes, < 2 min
+#
+# 1. Member ≡ solo on the device: tests/unit/test_device_equivalence.py with
+#    RULELAB_TEST_DEVICE=$DEVICE (study S and study M ensembles vs each member alone; a NaN
+#    member fails alone).
+# 2–4. bench/gpu_check.py: the machine and its measured peaks; seed-epochs/s, TFLOP/s and memory
+#    per member of the study-S paper config at E ∈ {64, 256, 1024} and of study M at P = 113,
+#    width 4097, in fp32 and bf16 (bf16 only where native); the projected time of each paper
+#    recipe. Sizes can be overridden: EPOCHS, PRECISIONS, S_MEMBERS, S_N_TRAIN, S_N_EVAL,
+#    M_MEMBERS, M_P, M_WIDTH, FORCE_BF16 (see bench/gpu_check.py).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
+export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH}
+export DEVICE=${DEVICE:-cuda}
+if [ "$DEVICE" = cpu ]; then  # smoke sizes: the same code paths, seconds each
+  export EPOCHS=${EPOCHS:-1} S_MEMBERS=${S_MEMBERS:-"2 4"} S_N_TRAIN=${S_N_TRAIN:-1024}
+  export S_N_EVAL=${S_N_EVAL:-256} M_MEMBERS=${M_MEMBERS:-"1 2"} M_P=${M_P:-31}
+  export M_WIDTH=${M_WIDTH:-65} PRECISIONS=${PRECISIONS:-"fp32 bf16"} FORCE_BF16=${FORCE_BF16:-1}
+fi
+if ! "$PY" -c "import torch, rulelab.train.base" 2>/dev/null; then
+  echo "error: $PY cannot import torch and rulelab (install the project: pip install -e .)"
+  exit 2
+fi
+start=$(date +%s)
+status=0
+echo "== 1. member ≡ solo on $DEVICE"
+RULELAB_TEST_DEVICE=$DEVICE timeout 150 "$PY" -m pytest -q -p no:cacheprovider \
+  tests/unit/test_device_equivalence.py || status=1
+echo "== 2–4. throughput, memory, projections on $DEVICE"
+timeout 420 "$PY" bench/gpu_check.py || status=1
+echo "== gpu_check: $(( $(date +%s) - start )) s, $([ $status = 0 ] && echo ok || echo FAILED)"
+exit $status

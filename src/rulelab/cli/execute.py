@@ -1,0 +1,70 @@
+"""Running a recipe from the command line — the one path of ``train``, ``reproduce`` and
+``sweep`` (issue 9): check everything, open the lab, hand the recipe to the driver
+(:func:`rulelab.sweep.driver.run`, the registry's one writer) with a progress bar.
+
+Checks, all before anything is written: the task's own checks (e.g. study S's sequence space),
+that one run fits the device's memory, the lab path; then the driver reads every unfinished
+run's checkpoint before it takes the lab's lock.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from rulelab.errors import UserError
+from rulelab.report.terminal import err_console
+
+
+def as_keys(message: str) -> str:
+    """A message naming flags (``--n-train``) as a recipe names its keys (``n_train``)."""
+    return re.sub(r"--([a-z0-9-]+)", lambda m: m.group(1).replace("-", "_"), message)
+
+
+def check_recipe(recipe, settings) -> None:
+    """The task's checks and the memory check of ``recipe``'s runs (one line each); a recipe
+    file's problems name the file and its keys, a command line's its flags."""
+    from rulelab.studies import task
+    from rulelab.sweep.estimate import oversized
+
+    configs = recipe.configs()
+    spec = task(recipe.task)
+    try:
+        if spec.check:
+            spec.check(configs)
+        too_big = oversized(configs, settings.device, settings.micro_batch, settings.eval_chunk)
+        if too_big:
+            raise UserError(too_big)
+    except UserError as e:
+        if recipe.path is None:
+            raise
+        raise UserError(f"{recipe.path}: {as_keys(str(e))}") from None
+
+
+def execute(recipe, settings, lab: Path | None, *, command: str, executor=None,
+            interleave_seeds: bool = False):
+    """Train ``recipe`` into ``lab`` (created if missing); returns (lab, driver result)."""
+    from rulelab.cli.options import check_lab_path, open_lab
+    from rulelab.store import StoreError
+    from rulelab.sweep.driver import run
+    from rulelab.sweep.executors import RayUnavailable
+    from rulelab.sweep.progress import RichSweepProgress, SweepProgress
+
+    check_lab_path(lab)
+    the_lab = open_lab(lab, create=True)
+    progress = SweepProgress() if settings.quiet else RichSweepProgress(err_console)
+    name = getattr(executor, "name", "local")
+
+    def header(plan) -> None:
+        capped = "" if min(plan.caps.values(), default=plan.max_members) >= plan.max_members \
+            else f"; at most {min(plan.caps.values())} per ensemble: memory"
+        err_console.print(f"{recipe.experiment}: {plan.n_runs} runs → lab {the_lab.root} "
+                          f"({name} executor, {settings.device_label}{capped})", markup=False,
+                          highlight=False)
+
+    try:
+        result = run(recipe, the_lab, settings, executor, progress, command=command,
+                     interleave_seeds=interleave_seeds, on_start=header)
+    except (StoreError, RayUnavailable) as e:  # a damaged checkpoint, a busy lab, a full disk
+        raise UserError(str(e)) from None
+    return the_lab, result

@@ -1,0 +1,95 @@
+"""Commands that read a lab: ``rulelab runs`` (the rate table, or ``--json``), ``report`` (one
+self-contained HTML page) and ``status`` (progress per experiment). Reading never writes: a
+read-only lab works, and what a damaged lab forced a command to skip is printed as warnings."""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import partial
+from pathlib import Path
+
+import typer
+
+from rulelab.cli.options import LabOpt, check_out, open_lab, print_warnings
+from rulelab.errors import UserError
+
+
+def _clean(obj):
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    return obj
+
+
+def runs_cmd(
+    lab: Path | None = LabOpt,
+    as_json: bool = typer.Option(False, "--json", help="one JSON object per run"),
+) -> None:
+    """One row per configuration: seeds, generalization rate, 95% Wilson CI."""
+    from rulelab.report.terminal import console, print_rate_table
+    from rulelab.store import StoreError
+
+    the_lab = open_lab(lab, create=False)
+    try:
+        if as_json:
+            print(json.dumps([_clean(r) for r in the_lab.runs_json()], indent=1))
+            the_lab.check_metrics_files(the_lab.runs())
+            return
+        runs = the_lab.runs()
+        the_lab.check_metrics_files(runs)
+        print_rate_table(console, runs, metrics=partial(the_lab.read_metrics,  # old labs
+                                                        skip_damaged=True))
+    except StoreError as e:
+        raise UserError(str(e)) from None
+    finally:
+        print_warnings(the_lab)
+
+
+def report_cmd(
+    out: Path = typer.Option(Path("report.html"), "--out", help="HTML file to write"),
+    lab: Path | None = LabOpt,
+) -> None:
+    """Write one self-contained HTML report with figures for the lab."""
+    from rulelab.report.html import write_report
+    from rulelab.report.terminal import console
+    from rulelab.report.views import view_of
+    from rulelab.store import StoreError
+
+    check_out("--out", out)
+    the_lab = open_lab(lab, create=False)
+    try:
+        runs = the_lab.runs()
+        the_lab.check_metrics_files(runs)
+        metrics = the_lab.read_metrics(skip_damaged=True)  # a damaged file: report the rest
+        analyses = {name: the_lab.read_table(name) for name in view_of(runs).analyses}
+        path = write_report(out, title=f"rulelab report — {the_lab.root.name}", runs=runs,
+                            metrics=metrics, analyses=analyses)
+    except StoreError as e:
+        raise UserError(str(e)) from None
+    finally:
+        print_warnings(the_lab)
+    console.print(f"wrote {path}", markup=False, highlight=False)
+
+
+def status_cmd(
+    lab: Path | None = LabOpt,
+    as_json: bool = typer.Option(False, "--json", help="one JSON object"),
+) -> None:
+    """Progress per experiment: done / running / pending / failed, and generalized runs."""
+    from rulelab.report.terminal import console
+    from rulelab.store import StoreError
+    from rulelab.sweep.status import lab_status, print_status
+
+    the_lab = open_lab(lab, create=False)
+    try:
+        status = lab_status(the_lab)
+    except StoreError as e:
+        raise UserError(str(e)) from None
+    finally:
+        print_warnings(the_lab)
+    if as_json:
+        print(json.dumps(status, indent=1))
+        return
+    print_status(console, status)

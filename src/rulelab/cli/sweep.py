@@ -1,0 +1,144 @@
+"""``rulelab sweep RECIPE`` (a YAML file, or ``STUDY/SCALE`` for a study's own recipe):
+every run trained once, packed into ensembles, locally or on Ray; re-run to resume
+(DESIGN §3–4). Everything is validated (the recipe, every run, the flags, the executor) before
+the lab is opened for writing; ``--dry-run`` writes nothing at all."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from rulelab.cli import options
+from rulelab.cli.options import LabOpt
+from rulelab.errors import UserError
+
+
+def recipe_path(recipe: Path) -> Path:
+    """``recipe`` itself, or a registered study's recipe named ``STUDY/SCALE``."""
+    if recipe.exists() or len(recipe.parts) != 2 or recipe.suffix:
+        return recipe
+    from rulelab.studies import studies
+
+    for s in studies():
+        if s.name == recipe.parts[0] and recipe.parts[1] in s.scales():
+            return s.recipe_path(recipe.parts[1])
+    return recipe
+
+
+def sweep_cmd(
+    recipe: Path = typer.Argument(..., help="YAML recipe, or STUDY/SCALE (e.g. "
+                                  "shortcut-saturation/paper)"),
+    lab: Path | None = LabOpt,
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the plan; write nothing"),
+    executor: str = typer.Option("local", "--executor", help="local or ray"),
+    address: str | None = typer.Option(None, "--address", help="Ray cluster (auto, ray://…); "
+                                       "default: start a local Ray runtime"),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N"),
+    precision: str | None = typer.Option(None, "--precision", help="fp32 or bf16 (autocast); "
+                                         "default: the recipe's, else fp32"),
+    max_members: int | None = typer.Option(None, "--max-members",
+                                           help="most runs per chunk (default: the recipe's)"),
+    checkpoint_every: int | None = typer.Option(None, "--checkpoint-every", help="epochs"),
+    micro_batch: int | None = typer.Option(None, "--micro-batch", help="examples per member "
+                                           "per pass (default: the recipe's, else 512)"),
+    memory_gib: float | None = typer.Option(None, "--memory-gib", help="memory budget per "
+                                            "chunk (default: from free RAM / GPU memory)"),
+    cpus_per_chunk: int = typer.Option(1, "--cpus-per-chunk", help="Ray: CPUs (and torch "
+                                       "threads) per chunk"),
+    gpus_per_chunk: float | None = typer.Option(None, "--gpus-per-chunk",
+                                                help="Ray: GPUs per chunk (default 1 on cuda)"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+) -> None:
+    """Run a recipe: every run trained once, packed into ensembles; re-run to resume."""
+    from rulelab.cli.execute import check_recipe, execute
+    from rulelab.report.terminal import console, err_console
+    from rulelab.sweep import load_recipe, make_plan
+    from rulelab.sweep.estimate import speed
+    from rulelab.sweep.planner import describe_plan
+    from rulelab.sweep.recipe import RecipeError
+
+    if executor not in ("local", "ray"):
+        raise UserError(f"--executor: {executor!r} is not allowed; use local or ray")
+    for flag, value in (("--max-members", max_members), ("--checkpoint-every", checkpoint_every),
+                        ("--micro-batch", micro_batch), ("--cpus-per-chunk", cpus_per_chunk)):
+        options.positive(flag, value)
+    if memory_gib is not None and not memory_gib > 0:
+        raise UserError(f"--memory-gib: {memory_gib} is not allowed; it must be > 0")
+    if gpus_per_chunk is not None and gpus_per_chunk < 0:
+        raise UserError(f"--gpus-per-chunk: {gpus_per_chunk} is not allowed; it must be ≥ 0")
+    if address is not None and executor != "ray":
+        raise UserError("--address: only with --executor ray")
+    # planning a GPU sweep needs no GPU here; on Ray the GPUs are the workers'
+    here = not (dry_run or (executor == "ray" and device.startswith("cuda")))
+    options.check_device(device, here=here)
+    options.check_precision(precision, device, here=here)
+    try:
+        the_recipe = load_recipe(recipe_path(recipe))
+    except RecipeError as e:
+        raise UserError(str(e)) from None
+    settings = the_recipe.execution.merged(
+        device=device, precision=precision, max_members=max_members,
+        checkpoint_every=checkpoint_every, micro_batch=micro_batch, memory_gib=memory_gib,
+        threads=cpus_per_chunk if executor == "ray" else None, quiet=quiet or None)
+    check_recipe(the_recipe, settings)
+    if dry_run:
+        _dry_run(the_recipe, recipe, settings, lab, console, describe_plan, make_plan, speed)
+        return
+    runner = _executor(executor, address, device, cpus_per_chunk, gpus_per_chunk)
+    options.check_lab_path(lab)
+    try:
+        if executor == "ray":
+            runner.start()  # a cluster that cannot be reached fails before the lab is written
+        _, result = execute(the_recipe, settings, lab, command="sweep", executor=runner,
+                            interleave_seeds=True)
+    except UserError:
+        raise
+    except Exception as e:  # RayUnavailable from start()
+        from rulelab.sweep.executors import RayUnavailable
+
+        if isinstance(e, RayUnavailable):
+            raise UserError(str(e)) from None
+        raise
+    finally:
+        if executor == "ray":
+            runner.close()
+    plan = result.plan
+    err_console.print(
+        f"trained {result.done + result.failed} of {plan.n_todo} runs "
+        f"({result.done} done, {result.failed} failed); {plan.n_done} were done before",
+        markup=False, highlight=False)
+    if result.failed:
+        err_console.print("failure reasons: rulelab status", markup=False)
+    if result.lost:
+        err_console.print(f"{len(result.lost)} chunk(s) lost ({result.lost[0]}); their runs "
+                          "are pending again: re-run the sweep to retry them", markup=False)
+        sys.exit(1)
+
+
+def _dry_run(the_recipe, recipe, settings, lab, console, describe_plan, make_plan, speed):
+    from rulelab.store import StoreError
+
+    existing = options.existing_lab(lab)
+    try:
+        plan = make_plan(the_recipe, existing, settings)
+    except StoreError as e:  # e.g. a damaged checkpoint met while reading resume epochs
+        raise UserError(str(e)) from None
+    console.print(f"plan for {recipe} (dry run: nothing written)", markup=False)
+    for line in describe_plan(plan, cpu=speed("cpu"), gpu=speed("cuda", settings.precision)):
+        console.print(line, markup=False, highlight=False)
+
+
+def _executor(name: str, address, device: str, cpus: int, gpus: float | None):
+    from rulelab.sweep.executors import LocalExecutor, RayExecutor, RayUnavailable, import_ray
+
+    if name == "local":
+        return LocalExecutor()
+    try:
+        import_ray()
+    except RayUnavailable as e:
+        raise UserError(f"--executor ray: {e}") from None
+    if gpus is None:
+        gpus = 1.0 if device.startswith("cuda") else 0.0
+    return RayExecutor(address, cpus_per_chunk=cpus, gpus_per_chunk=gpus)

@@ -1,0 +1,144 @@
+"""``rulelab train TASK`` and ``rulelab data TASK``, one per task of every registered study.
+
+``train`` takes a flag per config field (every value flag takes one or more values: lists
+expand to a grid × ``--seeds``, :mod:`rulelab.grid`) and the execution flags shared by every
+task (``--device``, ``--precision``, ``--max-members``, ``--checkpoint-every`` in epochs,
+``--micro-batch``, ``--snapshots``, ``--track``, ``--memory-gib``, …). The flags become a recipe
+(:func:`rulelab.sweep.recipe.recipe_from_flags`) that trains through the planner and the one
+driver, like ``reproduce`` and ``sweep``. Everything is validated (every run built) before the
+lab is opened.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import typer
+
+from rulelab.cli import options
+from rulelab.cli.commands import command, field_option, is_bool, list_flags
+from rulelab.errors import UserError
+from rulelab.grid import check_size
+from rulelab.settings import Settings
+
+KW = inspect.Parameter.KEYWORD_ONLY
+
+
+def _opt(name: str, annotation, default, *decls: str, help: str = "") -> inspect.Parameter:
+    return inspect.Parameter(name, KW, annotation=annotation,
+                             default=typer.Option(default, *decls, help=help))
+
+
+def execution_options(task) -> list[inspect.Parameter]:
+    """The options every `train` shares: seeds, lab, and the execution settings."""
+    tracked = ",".join(sorted(task.trackers)) or "none for this task"
+    return [
+        _opt("seeds", int, 1, "--seeds", help="number of model seeds"),
+        _opt("seed_start", int, 0, "--seed-start"),
+        _opt("experiment", str, task.name, "--experiment"),
+        _opt("device", str, "cpu", "--device", help="cpu, cuda or cuda:N"),
+        _opt("precision", str, "fp32", "--precision", help="fp32, or bf16 autocast where this "
+             "device multiplies in bf16 natively"),
+        _opt("max_members", int, 64, "--max-members", help="most runs per ensemble"),
+        _opt("checkpoint_every", int, task.checkpoint_every, "--checkpoint-every",
+             help="epochs"),
+        _opt("micro_batch", int, 512, "--micro-batch", help="examples per member per pass"),
+        _opt("memory_gib", float | None, None, "--memory-gib", help="memory budget per "
+             "ensemble (default: from free RAM / GPU memory)"),
+        _opt("track", str, "", "--track", help=f"analyses during training: {tracked}"),
+        _opt("track_every", str, "log", "--track-every", help="log or an epoch interval"),
+        _opt("snapshots", int, 0, "--snapshots", help="keep weights at ~N log-spaced epochs"),
+        _opt("lab", Path | None, None, "--lab",
+             help="Lab directory (default $RULELAB_HOME or ./rulelab-runs)"),
+        _opt("quiet", bool, False, "--quiet", help="no progress bar"),
+    ]
+
+
+EXECUTION = ("seeds", "seed_start", "experiment", "device", "precision", "max_members",
+             "checkpoint_every", "micro_batch", "memory_gib", "track", "track_every",
+             "snapshots", "lab", "quiet")
+
+
+def config_options(task) -> list[inspect.Parameter]:
+    cls = task.config
+    out = []
+    for name, field in cls.model_fields.items():
+        if name in ("task", "seed") or name in task.hidden:
+            continue
+        default = task.defaults.get(name, field.default)
+        out.append(field_option(cls, name, field, default, many=not is_bool(field)))
+    return out
+
+
+def train_command(task):
+    """The ``rulelab train TASK`` command of ``task``."""
+    params = config_options(task) + execution_options(task)
+
+    def run(**values) -> None:
+        train(task, {k: values.pop(k) for k in EXECUTION}, values)
+
+    return command(run, params, task.help), list_flags(params)
+
+
+def train(task, ex: dict, values: dict) -> None:
+    from rulelab.cli.execute import check_recipe, execute
+    from rulelab.sweep.recipe import recipe_from_flags
+
+    options.positive("--seeds", ex["seeds"])
+    options.positive("--seed-start", ex["seed_start"], 0)
+    for flag in ("--max-members", "--checkpoint-every", "--micro-batch"):
+        options.positive(flag, ex[flag.removeprefix("--").replace("-", "_")])
+    options.positive("--snapshots", ex["snapshots"], 0)
+    if ex["memory_gib"] is not None and not ex["memory_gib"] > 0:
+        raise UserError(f"--memory-gib: {ex['memory_gib']} is not allowed; it must be > 0")
+    options.check_device(ex["device"])
+    options.check_precision(ex["precision"], ex["device"])
+    track = options.check_track(ex["track"], ex["track_every"], task.trackers, task.name)
+    if task.prepare:
+        values = task.prepare(values)
+    lists = {k: v for k, v in values.items() if isinstance(v, list)}
+    check_size({task.config.flag(k): len(v) for k, v in lists.items()}, ex["seeds"])
+    order = [*task.axes, *(k for k in values if k not in task.axes)]
+    grid = {k: lists[k] for k in order if k in lists and len(lists[k]) > 1}
+    base = {k: (v[0] if isinstance(v, list) else v) for k, v in values.items() if k not in grid}
+    base = {k: v for k, v in base.items() if v is not None or k in task.defaults}
+    seeds = range(ex["seed_start"], ex["seed_start"] + ex["seeds"])
+    settings = Settings(device=ex["device"], precision=ex["precision"],
+                        max_members=ex["max_members"], checkpoint_every=ex["checkpoint_every"],
+                        micro_batch=ex["micro_batch"], memory_gib=ex["memory_gib"],
+                        snapshots=ex["snapshots"], track=track, track_every=ex["track_every"],
+                        quiet=ex["quiet"])
+    options.check_experiment(ex["experiment"])
+    recipe = recipe_from_flags(task.name, ex["experiment"], base, grid, seeds, settings)
+    recipe.configs()  # every run is validated (one line naming the flag) before any write
+    check_recipe(recipe, settings)
+    execute(recipe, settings, ex["lab"], command="train")
+
+
+def data_command(task):
+    """The ``rulelab data TASK`` command: one data set of the task as Parquet."""
+    from rulelab.study import resolve
+
+    cls, fields = task.config, task.data.fields
+    params = [field_option(cls, f, cls.model_fields[f], cls.model_fields[f].default,
+                           many=not is_bool(cls.model_fields[f])) for f in fields]
+    params.append(_opt("out", Path, ..., "--out", help="Parquet file to write"))
+
+    def run(out: Path, **values) -> None:
+        from rulelab.config import make_config
+        from rulelab.report.terminal import console
+
+        for name, value in values.items():
+            if isinstance(value, list) and len(value) != 1:
+                raise UserError(f"{cls.flag(name)}: {len(value)} values given; data {task.name} "
+                                "writes one data set, give one value")
+        single = {k: v[0] if isinstance(v, list) else v for k, v in values.items()}
+        cfg = make_config(cls, **single)
+        options.check_out("--out", out, ".parquet")
+        data = resolve(task.data.make)(cfg)  # bad input raises before anything is written
+        line = options.write_out(out, lambda path: resolve(task.data.write)(data, path))
+        console.print(line, markup=False, highlight=False)
+
+    doc = f"Write one data set of task {task.name} (its train / eval splits), one row each."
+    return command(run, params, doc), list_flags(params)

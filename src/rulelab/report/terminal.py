@@ -1,0 +1,53 @@
+"""Tables on the terminal (rich): the rate table of ``rulelab runs`` and the summaries the
+analyses print. User-given text (config values, names) is printed as text, never as markup."""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rulelab.report.rates import rate_tables
+
+# Wide enough for the rate table when piped (rich would wrap it at 80 columns).
+console = Console() if sys.stdout.isatty() else Console(width=140)
+err_console = Console(stderr=True)
+
+
+def print_rate_table(out: Console, runs: pd.DataFrame, *, metrics=None) -> None:
+    """Configurations × (generalized k/n with 95% Wilson CI, the view's columns, failed,
+    unfinished), one table per task, each under its view's lines and above its notes."""
+    tables = rate_tables(runs, metrics)
+    if not tables:
+        out.print("no runs in this lab yet")
+    for t in tables:
+        for line in t.above:
+            out.print(line, markup=False, highlight=False)
+        grid = Table(title=escape(t.title), header_style="bold")
+        for h in t.head:
+            grid.add_column(escape(h), justify="right")
+        for row in t.rows:
+            grid.add_row(*map(escape, row))
+        out.print(grid)
+        for line in t.notes:
+            out.print(line, markup=False, highlight=False)
+
+
+def print_frame(title: str, frame: pd.DataFrame, digits: int = 3, *,
+                out: Console | None = None) -> None:
+    """A DataFrame as a rich table (floats to ``digits`` significant digits)."""
+    table = Table(title=escape(title), header_style="bold")
+    for c in frame.columns:
+        table.add_column(escape(str(c)), justify="right")
+    for _, row in frame.iterrows():
+        table.add_row(*[escape(f"{v:.{digits}g}" if isinstance(v, float) else str(v))
+                        for v in row])
+    (out or console).print(table)
+
+
+def progress_line(message: str) -> None:
+    """A dim progress line on stderr (e.g. each ensemble an analysis went through)."""
+    err_console.print(message, style="dim", markup=False)

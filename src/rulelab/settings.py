@@ -1,0 +1,56 @@
+"""How runs are executed — one settings object for every command (issue 9), never what they
+compute: a run's numbers depend on its config alone (DESIGN §1, §3).
+
+The same :class:`Settings` is a recipe's ``execution:`` block (validated with ``file:line``
+errors), what ``rulelab train`` / ``reproduce`` / ``sweep`` flags override, what the driver
+plans with, what a chunk carries to a worker and what the trainer reads (``device``,
+``micro_batch``, ``eval_chunk``, ``precision``). Epochs are passes over the training set (full
+batch: one step each), so ``checkpoint_every`` and ``snapshots`` count the same unit in every
+study.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from rulelab.config.base import StrictTypes
+
+PRECISIONS = ("fp32", "bf16")
+
+
+class Settings(StrictTypes):
+    """Execution settings (frozen; the flag names are the field names with dashes)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: str = Field("cpu", description="cpu, cuda or cuda:N")
+    # "fp32", or "bf16": each micro-batch's forward (and so its backward) runs under bf16
+    # autocast — matmuls in bf16, the per-member loss returned in fp32 — while the master
+    # weights, gradients, optimizer and evaluation stay fp32. Changes the numbers (rounding);
+    # pays off only where bf16 matmuls are native (rulelab.hardware.native_bf16).
+    precision: Literal["fp32", "bf16"] = Field("fp32", description="bf16: autocast forward")
+    # Examples per member per forward chunk. Fixed per member (not per ensemble) so a member
+    # sums its gradient in the same order whatever ensemble it sits in: bitwise equivalence.
+    micro_batch: int = Field(512, ge=1, le=1_000_000, description="examples per member per pass")
+    eval_chunk: int = Field(2048, ge=1, le=1_000_000)
+    max_members: int = Field(64, ge=1, le=1_000_000, description="most runs per ensemble chunk")
+    checkpoint_every: int = Field(500, ge=1, le=10_000_000, description="epochs")
+    checkpoint_seconds: float = Field(300.0, gt=0.0, description="also checkpoint this often")
+    snapshots: int = Field(0, ge=0, le=10_000, description="keep weights at ~N log epochs")
+    track: tuple[str, ...] = Field((), description="analyses during training")
+    track_every: str = Field("log", description="log or an epoch interval")
+    memory_gib: float | None = Field(None, gt=0.0, description="memory budget per chunk")
+    threads: int | None = Field(None, ge=1, le=4096, description="torch threads per chunk")
+    quiet: bool = Field(False, description="no progress bar")
+
+    def merged(self, **overrides) -> Settings:
+        """These settings with every override that is not None (flags left unset keep the
+        recipe's value)."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        return type(self)(**{**self.model_dump(), **given}) if given else self
+
+    @property
+    def device_label(self) -> str:
+        return self.device if self.precision == "fp32" else f"{self.device} ({self.precision})"

@@ -1,0 +1,73 @@
+"""Study M, "memorization–generalization coexistence" (SPEC M): two-layer networks on modular
+arithmetic with label noise — the rule and the memorized noise in one network — and its
+learning-order experiment on digits / MNIST (SPEC M.4.7), a second task of the study.
+
+Everything particular to study M is in this package:
+
+- ``config.py`` (modular × MLP × full batch, SPEC M.1–M.3, with the log-spaced evaluation
+  schedule), ``trainer.py`` (data, losses, the summary and the ensemble trainer), ``dataset.py``
+  (data checks and ``rulelab data modular``);
+- ``digits_config.py`` / ``digits.py``: the digits / MNIST task (SPEC M.4.7);
+- ``cost.py`` (the planner's estimates); ``analysis/`` (FF, neurons, swap, analytic solution,
+  learning order, double descent, findings, scale: SPEC M.4) and ``commands.py``
+  (``rulelab analyze …``);
+- ``views.py`` (tables and curves), ``figures.py`` and ``report.py`` (the study's report page),
+  ``reproduce.py``; ``recipes/`` (tiny, quick, paper, variants).
+"""
+
+from pathlib import Path
+
+from rulelab.studies.coexistence.analyses import ANALYSES
+from rulelab.studies.coexistence.config import ModularRunConfig
+from rulelab.studies.coexistence.cost import digits_cost, modular_cost
+from rulelab.studies.coexistence.dataset import (
+    DIGITS_AXES,
+    MODULAR_DATA_FIELDS,
+    check_digits,
+    digits_flags,
+)
+from rulelab.studies.coexistence.digits_config import DigitsRunConfig
+from rulelab.study import DataCommand, Study, Task
+
+_HERE = "rulelab.studies.coexistence"
+
+MODULAR = Task(
+    name="modular",
+    config=ModularRunConfig,
+    trainer=f"{_HERE}.trainer:ModularTrainer",
+    cost=modular_cost,
+    views=f"{_HERE}.views:MODULAR",
+    help="Train modular-arithmetic MLPs over a grid of values × seeds (SPEC M.2–M.3). Runs that "
+         "share every shape field (P, width, activation, optimizer, …) train as one ensemble.",
+    axes=("width", "activation", "optimizer", "noise", "weight_decay", "lr", "data_seed"),
+    defaults={"momentum": None, "nesterov": None},  # by optimizer (ModularRunConfig)
+    shape_flags="--width/--p",
+    checkpoint_every=1000,
+    data=DataCommand(MODULAR_DATA_FIELDS, make=f"{_HERE}.dataset:modular_data",
+                     write=f"{_HERE}.dataset:write_modular"),
+)
+
+DIGITS = Task(
+    name="digits",
+    config=DigitsRunConfig,
+    trainer=f"{_HERE}.digits:DigitsTrainer",
+    cost=digits_cost,
+    views=f"{_HERE}.views:DIGITS",
+    help="Digits / MNIST learning order: a 3-layer MLP, full batch, label noise (SPEC M.4.7).",
+    axes=DIGITS_AXES,
+    defaults={"noise": [0.05, 0.2]},
+    hidden=("source",),
+    prepare=digits_flags,
+    check=check_digits,
+    shape_flags="--hidden/--n-train",
+    checkpoint_every=100,
+)
+
+STUDY = Study(
+    name="coexistence",
+    title="Memorization–generalization coexistence",
+    tasks=(MODULAR, DIGITS),
+    recipes=Path(__file__).parent / "recipes",
+    reproduce=f"{_HERE}.reproduce:reproduce",
+    analyses=ANALYSES,
+)

@@ -1,0 +1,192 @@
+"""Study M's ensemble trainer: noisy modular data, the ensemble MLP, full batch (SPEC M.1–M.3).
+
+Members may differ in data seed, noise α, model seed and optimizer hyperparameters; each gets its
+own train set (same size: α only relabels), stacked ``[E, N, 2]``.
+
+Losses (M.2), per member and per example, then a mean over examples:
+
+- ``ce``: cross-entropy of the logits;
+- ``mse``: ``Σ_c (f_c(a, b) − 1[c = y])²`` — squared error *summed over the P classes* against
+  the one-hot target, then averaged over examples (not averaged over classes as well).
+
+Evaluations follow :func:`.config.eval_steps` (log-spaced early, M.3). Splits:
+``train`` (all, training labels), ``train_clean``, ``train_noisy`` (against the corrupted labels:
+memorization), ``train_noisy_true`` (the same examples against their true labels) and ``test``;
+metrics ``loss`` and ``acc``. A group empty for a member (α = 0) reports NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from rulelab.models.mlp import EnsembleMLP
+from rulelab.studies.coexistence.config import is_eval_step
+from rulelab.tasks.modular import modular_from_config
+from rulelab.train.base import EnsembleTrainerBase
+
+# A run generalizes when its test accuracy at the final evaluation is at least this.
+GENERALIZED_ACC = 0.99
+
+
+@dataclass
+class ModularEnsembleData:
+    """Stacked member data: ``x`` are ``[E, N, 2]`` int64 (a, b), labels ``[E, N]``."""
+
+    train_x: torch.Tensor
+    train_y: torch.Tensor  # labels trained on (corrupted where noisy)
+    train_y_true: torch.Tensor
+    noisy: torch.Tensor  # [E, N] bool
+    test_x: torch.Tensor  # [E, T, 2]
+    test_y: torch.Tensor  # [E, T]
+
+    def to(self, device: torch.device | str) -> ModularEnsembleData:
+        return ModularEnsembleData(**{k: v.to(device) for k, v in self.__dict__.items()})
+
+
+def stack_modular(configs) -> ModularEnsembleData:
+    """Build every member's data (cached per task config) and stack them on the member axis."""
+    draws = [modular_from_config(c) for c in configs]
+
+    def stack(attr: str) -> torch.Tensor:
+        return torch.from_numpy(np.stack([getattr(d, attr) for d in draws]))
+
+    return ModularEnsembleData(
+        train_x=stack("x_train"), train_y=stack("y_train"), train_y_true=stack("y_train_true"),
+        noisy=stack("noisy"), test_x=stack("x_test"), test_y=stack("y_test"),
+    )
+
+
+def per_example_loss(kind: str, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``logits [E, b, P]``, ``y [E, b]`` → ``[E, b]`` CE, or MSE summed over classes."""
+    E, b, P = logits.shape
+    if kind == "ce":
+        return F.cross_entropy(logits.reshape(E * b, P), y.reshape(-1), reduction="none").view(E, b)
+    if kind == "mse":
+        return (logits - F.one_hot(y, P).to(logits.dtype)).square().sum(-1)
+    raise ValueError(f"unknown loss {kind!r}; use ce or mse")
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[E, N]`` values and mask → ``[E]`` float64 means over the mask; NaN where it is empty."""
+    n = mask.sum(1)
+    total = torch.where(mask, values.double(), 0.0).sum(1)
+    return torch.where(n > 0, total / n.clamp(min=1), float("nan"))
+
+
+@dataclass
+class ModularSummary:
+    """Per-member summary over evaluations (SPEC M.3–M.4).
+
+    ``generalized``: test acc ≥ ``GENERALIZED_ACC`` (0.99) at the *latest* (after training, the
+    final) evaluation. Learning order (M.4.2): the first evaluated step where clean-train
+    accuracy, and noisy-train accuracy against the corrupted labels, reach 0.5 and 0.9 (None if
+    never; evaluations are log-spaced early, so early steps are exact to the step).
+    """
+
+    generalized: bool = False
+    final_test_acc: float = math.nan
+    max_test_acc: float = math.nan
+    final_test_loss: float = math.nan
+    final_train_loss: float = math.nan
+    final_clean_acc: float = math.nan
+    final_noisy_acc: float = math.nan  # against the corrupted labels (memorization)
+    final_noisy_true_acc: float = math.nan  # the noisy examples against their true labels
+    final_epoch: int = 0
+    first_step_clean_50: int | None = None
+    first_step_clean_90: int | None = None
+    first_step_noisy_50: int | None = None
+    first_step_noisy_90: int | None = None
+    first_step_test_99: int | None = None
+    failed_reason: str | None = None
+
+    def update(self, epoch: int, metrics: dict[tuple[str, str], float]) -> None:
+        test, clean = metrics["test", "acc"], metrics["train_clean", "acc"]
+        noisy = metrics["train_noisy", "acc"]
+        self.final_epoch = epoch
+        self.final_test_acc, self.final_test_loss = test, metrics["test", "loss"]
+        self.final_train_loss = metrics["train", "loss"]
+        self.final_clean_acc, self.final_noisy_acc = clean, noisy
+        self.final_noisy_true_acc = metrics["train_noisy_true", "acc"]
+        if not math.isnan(test):
+            self.max_test_acc = test if math.isnan(self.max_test_acc) else max(self.max_test_acc,
+                                                                               test)
+        self.generalized = bool(test >= GENERALIZED_ACC)  # NaN compares False
+        for name, value, level in (("clean_50", clean, 0.5), ("clean_90", clean, 0.9),
+                                   ("noisy_50", noisy, 0.5), ("noisy_90", noisy, 0.9),
+                                   ("test_99", test, GENERALIZED_ACC)):
+            if getattr(self, f"first_step_{name}") is None and value >= level:
+                setattr(self, f"first_step_{name}", epoch)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict, cfg=None) -> ModularSummary:
+        return cls(**d)
+
+
+class ModularTrainer(EnsembleTrainerBase):
+    """Trains shape-compatible study-M runs (same P, width, φ, optimizer, …) as one ensemble."""
+
+    def build_data(self) -> ModularEnsembleData:
+        return stack_modular(self.configs).to(self.device)
+
+    def build_model(self) -> EnsembleMLP:
+        c = self.cfg
+        model = EnsembleMLP(self.n_members, c.p, c.width, act=c.activation, tied=c.tied,
+                            bias=c.bias)
+        return model.init_weights([m.seed for m in self.configs], c.init)
+
+    def build_optimizer(self):
+        """AdamW, Adam, SGD or Muon, batched over members (SPEC M.3)."""
+        from rulelab.optim.factory import make_optimizer
+
+        return make_optimizer(self.configs, list(self.model.named_parameters()), self.n_members)
+
+    def loss(self, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
+        """``[E]`` per-member loss sums of this chunk divided by the batch size (CE or MSE)."""
+        return per_example_loss(self.cfg.loss, self.model(x), y).sum(1) / denom
+
+    def is_eval_epoch(self) -> bool:
+        return is_eval_step(self.cfg, self.epoch)
+
+    @torch.no_grad()
+    def _per_example(self, x: torch.Tensor, *labels: torch.Tensor) -> list[torch.Tensor]:
+        """``x [E, N, 2]`` and label sets ``[E, N]`` → per label set: loss, correct (``[E, N]``)."""
+        chunk, kind = self.options.eval_chunk, self.cfg.loss
+        parts: list[list[torch.Tensor]] = [[] for _ in range(2 * len(labels))]
+        for s in range(0, x.shape[1], chunk):
+            logits = self.model(x[:, s : s + chunk])  # [E, b, P]
+            pred = logits.argmax(-1)
+            for i, y in enumerate(labels):
+                yb = y[:, s : s + chunk]
+                parts[2 * i].append(per_example_loss(kind, logits, yb))
+                parts[2 * i + 1].append(pred == yb)
+        E = x.shape[0]
+        return [torch.cat(p, 1) if p else torch.zeros(E, 0, device=x.device) for p in parts]
+
+    @torch.no_grad()
+    def compute_metrics(self) -> dict[tuple[str, str], torch.Tensor]:
+        d = self.data
+        loss, correct, loss_true, correct_true = self._per_example(d.train_x, d.train_y,
+                                                                   d.train_y_true)
+        noisy = d.noisy
+        groups = (("train", torch.ones_like(noisy), loss, correct),
+                  ("train_clean", ~noisy, loss, correct),
+                  ("train_noisy", noisy, loss, correct),
+                  ("train_noisy_true", noisy, loss_true, correct_true))
+        test_loss, test_correct = self._per_example(d.test_x, d.test_y)
+        test_mask = torch.ones(d.test_y.shape, dtype=torch.bool, device=self.device)
+        out = {}
+        for split, mask, l_, c_ in (*groups, ("test", test_mask, test_loss, test_correct)):
+            out[split, "loss"] = masked_mean(l_, mask)
+            out[split, "acc"] = masked_mean(c_.float(), mask)
+        return {key: v.cpu() for key, v in out.items()}
+
+    def new_summary(self, cfg) -> ModularSummary:
+        return ModularSummary()

@@ -1,0 +1,49 @@
+"""Study S, "shortcut saturation" (SPEC S): small transformers on the MPSP tasks — when does a
+network learn the rule (sum mod k) rather than a shortcut (max or first element mod k)?
+
+Everything particular to study S is in this package:
+
+- ``config.py`` (MPSP × transformer × AdamW, SPEC S.1–S.3), ``dataset.py`` (data checks and
+  ``rulelab data mpsp``), ``data.py`` / ``evaluate.py`` / ``trainer.py`` (the ensemble trainer),
+  ``summary.py`` (the S.3 criterion) and ``summary_frames.py`` (labs of the old criterion);
+- ``cost.py`` (the planner's estimate), ``tracking.py`` (analyses during training);
+- ``analysis/`` (gradients, ablation, twins, patching, circuits, phases: SPEC S.4) and
+  ``commands.py`` (``rulelab analyze …``);
+- ``paper.py`` (the paper's setting and headline), ``views.py`` (rate-table columns, curves and
+  report figures), ``figures.py``, ``reproduce.py``; ``recipes/`` (quick, paper, variants).
+"""
+
+from pathlib import Path
+
+from rulelab.studies.shortcut_saturation.analyses import ANALYSES
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+from rulelab.studies.shortcut_saturation.cost import mpsp_cost
+from rulelab.studies.shortcut_saturation.dataset import DATA_FIELDS, check
+from rulelab.study import DataCommand, Study, Task
+
+_HERE = "rulelab.studies.shortcut_saturation"
+
+MPSP = Task(
+    name="mpsp",
+    config=MPSPRunConfig,
+    trainer=f"{_HERE}.trainer:MPSPTrainer",
+    cost=mpsp_cost,
+    views=f"{_HERE}.views:VIEW",
+    help="Train MPSP transformers over a grid of values × seeds, packed into ensembles.",
+    axes=("layers", "heads", "ratio", "weight_decay", "lr", "data_seed"),
+    check=check,
+    shape_flags="--d-model/--d-mlp/--layers/--n-train",
+    checkpoint_every=500,
+    trackers={n: f"{_HERE}.tracking:{n}" for n in ("gradients", "fingerprints", "ablation")},
+    data=DataCommand(DATA_FIELDS, make=f"{_HERE}.dataset:splits",
+                     write=f"{_HERE}.dataset:write"),
+)
+
+STUDY = Study(
+    name="shortcut-saturation",
+    title="Shortcut saturation",
+    tasks=(MPSP,),
+    recipes=Path(__file__).parent / "recipes",
+    reproduce=f"{_HERE}.reproduce:reproduce",
+    analyses=ANALYSES,
+)

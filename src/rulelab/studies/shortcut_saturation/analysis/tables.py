@@ -1,0 +1,109 @@
+"""Study S analyses as tidy tables over one loaded ensemble (SPEC S.4.4–S.4.5).
+
+Glue between the tensor-level analyses and the store: choose the examples (adv sequences and
+their aligned twins; held-out val sequences for fingerprints), run one batched call over all
+members, and flatten the ``[E, …]`` grids to one row per member × cell.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from rulelab.studies.shortcut_saturation.analysis.circuits import fingerprints
+from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY
+from rulelab.studies.shortcut_saturation.analysis.outcome import outcome_of
+from rulelab.studies.shortcut_saturation.analysis.patching import patch_grid
+from rulelab.studies.shortcut_saturation.analysis.twins import aligned_twins
+
+
+def twin_batch(trainer, n: int = 256, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    """The first ``n`` adv sequences of each member that have an aligned twin: ``[E, n, seq]``.
+
+    ``n`` shrinks to the smallest count of valid twins over members (they share shapes).
+    """
+    cfg, data = trainer.cfg, trainer.data
+    origs, twins = [], []
+    for e in range(trainer.n_members):
+        x = data.adv_x[e].cpu().numpy()
+        twin, ok = aligned_twins(x, cfg.label_mod, cfg.shortcut, cfg.vocab,
+                                 np.random.default_rng(seed))
+        origs.append(x[ok])
+        twins.append(twin[ok])
+    n = min(n, *(len(o) for o in origs))
+    stack = lambda arrs: torch.from_numpy(np.stack([a[:n] for a in arrs])).to(trainer.device)  # noqa: E731
+    x_orig, x_twin = stack(origs), stack(twins)
+    y = (x_orig.sum(-1) % cfg.label_mod).long()
+    return x_orig, x_twin, y
+
+
+def patching_table(trainer, n: int = 256) -> pd.DataFrame:
+    """Rows ``member, kind, layer, pos, head, value`` (``pos``/``head`` −1 where pooled)."""
+    x_orig, x_twin, y = twin_batch(trainer, n)
+    with torch.no_grad():
+        grids = patch_grid(trainer.model, x_orig, x_twin, y)
+    rows = []
+    for kind, grid in grids.items():
+        if kind.startswith("ld_"):
+            continue
+        g = grid.cpu().numpy()
+        for idx in np.ndindex(*g.shape):
+            member, layer, *rest = idx
+            pos = rest[0] if kind in ("resid_pre", "z", "mlp_out") else -1
+            head = rest[-1] if kind in ("z", "z_all") else -1
+            rows.append((member, kind, layer, pos, head, float(g[idx])))
+    return pd.DataFrame(rows, columns=["member", "kind", "layer", "pos", "head", "value"])
+
+
+def patching_summary(frame: pd.DataFrame, runs: pd.DataFrame | None,
+                     kinds=("z_all", "mlp_out_all"), by=("layers", "ratio", "epoch")
+                     ) -> pd.DataFrame:
+    """Patching cells (S.4.4) summarised over runs, **split by outcome** and as **medians**:
+    the claims read from these grids are conditional on whether the run generalized, and a
+    mean over runs is dragged by the few runs with a small twin–original gap.
+
+    Columns: ``by``, ``outcome`` (:func:`outcome_of`), kind, layer, pos, head, ``n`` runs,
+    ``n_nan`` runs without a score (gap below ``REL_GAP``), ``median`` over the others.
+    """
+    t = frame[frame["kind"].isin(kinds)].copy()
+    t["outcome"] = outcome_of(runs, t["run_id"])
+    keys = [c for c in by if c in t.columns] + ["outcome", "kind", "layer", "pos", "head"]
+    grouped = t.groupby(keys, sort=True, dropna=False)["value"]
+    out = grouped.agg(n="size", n_nan=lambda v: int(v.isna().sum()), median="median")
+    return out.reset_index()
+
+
+def fingerprint_table(trainer, n: int = 1024) -> pd.DataFrame:
+    """Per head: QK ρ, attention on x₁, OV parity ρ — measured on held-out val sequences."""
+    with torch.no_grad():
+        return fingerprints(trainer.model, trainer.data.val_x[:, :n])
+
+
+GRADIENT_COLUMNS = ("cos", "amplification", "odds", "eps", "example_norm_plus",
+                    "example_norm_minus", "norm_plus", "norm_minus")
+
+
+def gradient_summary(frame: pd.DataFrame, by=("layers", "ratio", "epoch"),
+                     module: str = "all") -> pd.DataFrame:
+    """Gradient readings (S.4.1–2) per group of ``by``: ``n`` runs, the **median** over runs of
+    each of :data:`GRADIENT_COLUMNS` present, and ``identity_dominated`` as ``"k/n"`` — runs
+    whose reading has ``eps < EPS_IDENTITY`` (:mod:`.analysis.gradients`: there
+    amplification ≈ r/(1−r) and cos ≈ −1 are forced by ``g = r·g+ + (1−r)·g−``).
+
+    Tables stored before issue 8 have no ``eps``: ``identity_dominated`` is then ``"?"``.
+    """
+    t = frame[frame["module"] == module] if "module" in frame.columns else frame
+    keys = [c for c in by if c in t.columns]
+    cols = [c for c in GRADIENT_COLUMNS if c in t.columns]
+    if t.empty:
+        return pd.DataFrame(columns=[*keys, "n", *cols, "identity_dominated"])
+    grouped = t.groupby(keys, sort=True, dropna=False)
+    out = grouped[cols].median()
+    out.insert(0, "n", grouped.size())
+    if "eps" in t.columns:
+        flag = t["eps"] < EPS_IDENTITY
+        out["identity_dominated"] = [f"{int(flag[g.index].sum())}/{len(g)}" for _, g in grouped]
+    else:
+        out["identity_dominated"] = "?"
+    return out.reset_index()

@@ -1,0 +1,334 @@
+"""Study-S mechanistic figures: gradient dynamics, ablation and patching heatmaps, fingerprints.
+
+SPEC S.4: each function takes a table as ``Lab.read_table`` returns it (``run_id``, ``epoch``,
+config columns — taken from ``runs`` where a table tracked in training lacks them) and returns a
+Figure, or None when there is nothing to draw. Seeds are thin lines beside their median, or
+averaged in heatmaps with n stated; a seed's generalization epoch is its
+``first_epoch_generalized`` (val and adv accuracy both 100%, SPEC S.3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.colors import TwoSlopeNorm
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter
+
+from rulelab.report.figures import new_figure
+from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY
+from rulelab.studies.shortcut_saturation.analysis.outcome import UNKNOWN, outcome_of
+from rulelab.studies.shortcut_saturation.rate_figure import config_label
+
+CONFIG = ("layers", "heads", "ratio", "weight_decay", "seed")
+FINGERPRINTS = {"qk_rho": "QK ρ (key value → CLS attention)",
+                "first_mass": "attention mass on x₁", "ov_parity_rho": "OV parity ρ (direct)",
+                "ov_probe_acc": "OV probe: v mod k decoded"}
+CMAP = colormaps["RdBu"].with_extremes(bad="0.92")  # grey: component absent
+PLAIN = FuncFormatter(lambda v, _: f"{v:g}")
+GEN = dict(ls="none", marker="*", ms=9, mec="black", mew=0.5, zorder=5)
+PINNED = dict(ls="none", marker="o", ms=6, mfc="none", mew=0.8, zorder=4)  # ε < EPS_IDENTITY
+
+
+def _with_config(table: pd.DataFrame | None, runs: pd.DataFrame | None) -> pd.DataFrame:
+    """``table`` with the config columns, taken from ``runs`` by run_id where missing."""
+    table = pd.DataFrame() if table is None else table
+    add = [c for c in CONFIG if c not in table and runs is not None and c in runs]
+    if add and "run_id" in table and "run_id" in runs:
+        table = table.merge(runs[["run_id", *add]].drop_duplicates("run_id"), "left", "run_id")
+    return table
+
+
+def _groups(t: pd.DataFrame, drop=("seed",)) -> list[tuple[str, pd.DataFrame]]:
+    """Rows grouped by config (minus ``drop``), each with a label."""
+    cols = [c for c in CONFIG if c in t.columns and c not in drop]
+    shown = [c for c in cols if c == "ratio" or t[c].nunique() > 1]
+    groups = t.groupby(cols, sort=True, dropna=False) if cols else [((), t)]
+    return [(config_label(g.iloc[0], shown), g) for _, g in groups]
+
+
+def _has(t: pd.DataFrame, *cols: str) -> bool:
+    return not t.empty and set(cols) <= set(t.columns)
+
+
+def _won(g: pd.DataFrame, gen: dict) -> str:  # "k/n" runs of g that generalized
+    return f"{sum(i in gen for i in g['run_id'].unique())}/{g['run_id'].nunique()}"
+
+
+def _gen_epochs(runs: pd.DataFrame | None) -> dict[str, float]:
+    """run_id → first epoch with val and adv accuracy at 100%, for the runs that generalized."""
+    if runs is None or not _has(runs, "run_id", "first_epoch_generalized"):
+        return {}
+    first = pd.to_numeric(runs["first_epoch_generalized"], errors="coerce")
+    return dict(zip(runs["run_id"][first.notna()], first[first.notna()], strict=True))
+
+
+def _log_x(ax) -> None:
+    ax.set_xscale("symlog", linthresh=1, linscale=0.4)  # log-spaced epochs, epoch 0 kept
+    ax.set(xlim=(0, None), xlabel="epoch" if ax.get_subplotspec().is_last_row() else "")
+    ax.xaxis.set_major_formatter(PLAIN)
+    ax.xaxis.label.set_fontsize(8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+
+
+def _seed_lines(ax, g: pd.DataFrame, col: str, colour, gen: dict) -> None:
+    """A thin line per run of ``g[col]`` vs epoch, their median, a star at generalization."""
+    curves = [c.sort_values("epoch") for _, c in g.groupby("run_id", sort=True)]
+    for c in curves:
+        ax.plot(c["epoch"], c[col], color=colour, lw=0.7, alpha=0.5)
+        if (e := gen.get(c["run_id"].iloc[0])) is not None:
+            ax.plot([e], [np.interp(e, c["epoch"], c[col])], color=colour, **GEN)
+    if len(curves) >= 2:
+        m = g.groupby("epoch")[col].median()
+        ax.plot(m.index, m.to_numpy(), color=colour, lw=1.9)
+
+
+def _legend(fig: Figure, handles: list) -> None:
+    handles += [Line2D([], [], color="0.3", lw=0.7, label="thin: seed, thick: median"),
+                Line2D([], [], color="0.6", **GEN, label="generalized (val and adv 100%)")]
+    fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 6),
+               fontsize=8, frameon=False)
+
+
+def _at_epoch(t: pd.DataFrame, epoch: int | None) -> pd.DataFrame:
+    """Per run, the rows at its last stored epoch (None) or its stored epoch nearest ``epoch``."""
+    if epoch is None:
+        return t[t["epoch"] == t.groupby("run_id")["epoch"].transform("max")]
+    dist = (t["epoch"] - epoch).abs()
+    best = t["epoch"].where(dist == dist.groupby(t["run_id"]).transform("min"))
+    return t[t["epoch"] == best.groupby(t["run_id"]).transform("min")]  # ties: the earlier
+
+
+def checkpoints(table: pd.DataFrame, k: int = 3) -> list[int]:
+    """Up to ``k`` stored epochs spread over training in log space, ending at the last one."""
+    epochs = np.array(sorted(e for e in table["epoch"].unique() if e > 0) if _has(
+        table, "epoch") else [])
+    want = np.geomspace(epochs[0], epochs[-1], k + 1)[1:] if len(epochs) > k else epochs
+    return sorted({int(epochs[np.abs(np.log(epochs / w)).argmin()]) for w in want})
+
+
+def gradient_dynamics(grad_table: pd.DataFrame, runs: pd.DataFrame | None = None, *,
+                      module: str = "all") -> Figure | None:
+    """cos(g+, g−) (top), ‖g−‖/‖g+‖ (middle, log y) and ε = ‖g‖/(r‖g+‖) (bottom, log y, when
+    the table has it) vs epoch (log x) — SPEC S.4.1–2, issue 8.
+
+    One column of panels per architecture, one colour per ratio r; dashed: the odds r/(1−r),
+    at which amplification makes the two groups' gradient shares (1−r)‖g−‖ and r‖g+‖ equal.
+    Readings with ε < ``EPS_IDENTITY`` are ringed (○): there ``g = r·g+ + (1−r)·g−`` alone
+    forces amplification ≈ r/(1−r) and cos ≈ −1, so they are *identity-dominated*.
+    """
+    t = _with_config(grad_table, runs)
+    if not _has(t, "run_id", "epoch", "cos", "amplification"):
+        return None
+    if "module" in t.columns and (t := t[t["module"] == module]).empty:
+        return None
+    panels = _groups(t, drop=("seed", "ratio"))
+    colour = {r: f"C{i}" for i, r in enumerate(sorted(set(t.get("ratio", pd.Series()).dropna())))}
+    gen = _gen_epochs(runs)
+    has_eps = "eps" in t.columns and t["eps"].notna().any()
+    n_rows = 3 if has_eps else 2
+    fig = new_figure(3.5 * len(panels) + 0.6, 2.5 * n_rows + 0.8)
+    axes = fig.subplots(n_rows, len(panels), squeeze=False, sharex=True, sharey="row")
+    for j, (title, g) in enumerate(panels):
+        counts = []
+        for r, gr in g.groupby("ratio") if colour else [(None, g)]:
+            c = colour.get(r, "C0")
+            _seed_lines(axes[0, j], gr, "cos", c, gen)
+            _seed_lines(axes[1, j], gr, "amplification", c, gen)
+            if has_eps:
+                _seed_lines(axes[2, j], gr, "eps", c, gen)
+                pinned = gr[gr["eps"] < EPS_IDENTITY]
+                for i, col in enumerate(("cos", "amplification")):
+                    axes[i, j].plot(pinned["epoch"], pinned[col], **PINNED, mec=c)
+            if r is not None and 0 < r < 1:
+                axes[1, j].axhline(r / (1 - r), ls="--", lw=1.1, color=c)
+            counts.append(f"r={r:g}: {_won(gr, gen)}" if r is not None else _won(gr, gen))
+        axes[0, j].set_title(f"{title}\ngeneralized {', '.join(counts)}", fontsize=8.5)
+        axes[0, j].axhline(0, color="0.4", lw=0.8)
+        for i in range(1, n_rows):
+            axes[i, j].set_yscale("log")
+            axes[i, j].yaxis.set_major_formatter(PLAIN)
+        if has_eps:
+            axes[2, j].axhline(EPS_IDENTITY, ls=":", lw=1.1, color="0.3")
+        for ax in axes[:, j]:
+            _log_x(ax)
+    axes[0, 0].set_ylabel("cos(g+, g−)", fontsize=8)
+    axes[1, 0].set_ylabel("‖g−‖ / ‖g+‖", fontsize=8)
+    handles = [Line2D([], [], color=c, lw=1.8, label=f"r = {r:g}") for r, c in colour.items()]
+    handles.append(Line2D([], [], color="0.3", ls="--", lw=1.1, label="r/(1−r)"))
+    if has_eps:
+        axes[2, 0].set_ylabel("ε = ‖g‖ / (r‖g+‖)", fontsize=8)
+        handles.append(Line2D([], [], **PINNED, mec="0.3",
+                              label=f"identity-dominated (ε < {EPS_IDENTITY:g})"))
+    _legend(fig, handles)
+    return fig
+
+
+def _heatmap(ax, values: np.ndarray, norm, rows: list[str], cols: list[str], fmt) -> object:
+    """An annotated heatmap; NaN cells (component absent) grey."""
+    im = ax.imshow(np.ma.masked_invalid(values), cmap=CMAP, norm=norm, aspect="auto")
+    ax.set_xticks(range(len(cols)), cols, fontsize=7, rotation=45, ha="right")
+    ax.set_yticks(range(len(rows)), rows, fontsize=7)
+    ax.tick_params(length=0)
+    for (i, j), v in np.ndenumerate(values):
+        if np.isfinite(v):
+            ax.text(j, i, fmt(v), ha="center", va="center", fontsize=6.5,
+                    color="white" if abs(norm(v) - 0.5) > 0.3 else "black")
+    return im
+
+
+def ablation_heatmap(ablation_table: pd.DataFrame, epoch=None, *, runs=None,
+                     method: str = "mean", where: str = "cls") -> Figure | None:
+    """Δ adversarial and Δ val accuracy when one head or MLP is ablated (SPEC S.4.3).
+
+    Rows are configurations, columns layer·component, cells the mean over seeds (percentage
+    points; red = accuracy lost). ``epoch`` None is each run's last stored epoch; an epoch or a
+    list of epochs takes each run's nearest stored snapshot, one row of panels per epoch.
+    """
+    t = _with_config(ablation_table, runs)
+    if not _has(t, "run_id", "epoch", "layer", "component", "d_adv_acc", "d_val_acc",
+                "base_adv_acc") or (
+            t := t[(t.get("method", method) == method) & (t.get("where", where) == where)]).empty:
+        return None
+    cells = sorted({(int(r.layer), str(r.component)) for r in t.itertuples()},
+                   key=lambda c: (c[0], c[1] == "mlp", c[1]))
+    blocks = []  # (title, row labels, {column: values in pp})
+    for e in (list(epoch) or [None]) if isinstance(epoch, list | tuple) else [epoch]:
+        groups = _groups(_at_epoch(t, e))
+        stored = sorted({int(x) for _, g in groups for x in g["epoch"].unique()})
+        at = ", ".join(map(str, stored[:4])) + ("…" if len(stored) > 4 else "")
+        at = f"epoch {at}" if e is None or stored == [e] else f"epoch ≈ {e} ({at})"
+        labels = [f"{lab} n={g['run_id'].nunique()}, base adv {g['base_adv_acc'].mean():.0%}"
+                  for lab, g in groups]
+        values = {col: 100 * np.array([[m.get(c, np.nan) for c in cells] for m in (
+            g.groupby(["layer", "component"])[col].mean() for _, g in groups)])
+            for col in ("d_adv_acc", "d_val_acc")}
+        blocks.append((at, labels, values))
+    lim = max(5.0, *(np.nanmax(np.abs(v)) for *_, vs in blocks for v in vs.values()))
+    norm = TwoSlopeNorm(0.0, -lim, lim)
+    fig = new_figure(len(cells) + 4.6, len(blocks) * (0.36 * len(blocks[0][1]) + 0.5) + 1.4)
+    axes = fig.subplots(len(blocks), 2, squeeze=False)
+    for b, (at, labels, values) in enumerate(blocks):
+        for ax, (col, name) in zip(axes[b], (("d_adv_acc", "adv"), ("d_val_acc", "val")),
+                                   strict=True):
+            im = _heatmap(ax, values[col], norm, labels, [f"L{la} {c}" for la, c in cells],
+                          lambda v: f"{v:+.0f}" if round(v) else "0")
+            ax.set_title(f"Δ {name} accuracy, {at}", fontsize=8.5)
+            ax.tick_params(labelleft=col == "d_adv_acc", labelbottom=b == len(blocks) - 1)
+    fig.colorbar(im, ax=axes, shrink=0.8, format="%+.0f", label="Δ accuracy (pp)")
+    fig.suptitle(f"{method}-ablation at {'all positions' if where == 'all' else 'CLS'}, "
+                 "mean over seeds (pp)", fontsize=9.5)
+    return fig
+
+
+def patching_heatmap(patching_table: pd.DataFrame, *, runs=None, epoch=None) -> Figure | None:
+    """Share of the twin's logit difference restored by patching one activation from the
+    aligned twin into the adversarial run (SPEC S.4.4; 1 = twin, 0 = unpatched).
+
+    One panel per architecture × ratio × outcome (the run's ``generalized`` flag, when ``runs``
+    has it: the claims are conditional on it), **median** over runs: rows are the residual
+    stream before each layer, each head's output ``z`` and each MLP output; columns the
+    position (CLS, x₁…) and all positions at once. NaN cells (grey): no run had a twin–original
+    gap above ``REL_GAP``. Colours saturate outside [−1, 1].
+    """
+    t = _with_config(patching_table, runs)
+    order = {"resid_pre": 0, "z": 1, "z_all": 1, "mlp_out": 2, "mlp_out_all": 2}
+    if not _has(t, "run_id", "epoch", "kind", "layer", "pos", "head", "value") or not _has(
+            t := _at_epoch(t[t["kind"].isin(order)], epoch)):
+        return None
+    n_pos = int(t["pos"].max()) + 1
+    t = t.assign(row=t["kind"].map(order), col=t["pos"].where(t["pos"] >= 0, n_pos),
+                 outcome=outcome_of(runs, t["run_id"]))
+    names = ("resid L{}", "z L{}.H{}", "mlp L{}")
+    cols = ["CLS", *(f"x{i}" for i in range(1, n_pos)), "all"]
+    archs = _groups(t, drop=("seed", "ratio"))
+    ratios = sorted(t["ratio"].unique()) if "ratio" in t.columns else [None]
+    panels = [(r, o) for r in ratios for o in sorted(t["outcome"].unique())
+              if not t[(t["outcome"] == o) & ((t["ratio"] == r) if r is not None else True)].empty]
+    n_rows = [len(a.groupby(["row", "layer", "head"])) for _, a in archs]
+    fig = new_figure(len(panels) * (0.45 * len(cols) + 1.3) + 1.0, 0.3 * sum(n_rows)
+                      + 0.9 * len(archs) + 0.6)
+    axes = fig.subplots(len(archs), len(panels), squeeze=False,
+                        gridspec_kw={"height_ratios": n_rows})
+    norm = TwoSlopeNorm(0.0, -1.0, 1.0)
+    for i, (label, arch) in enumerate(archs):
+        for j, (r, outcome) in enumerate(panels):
+            g = arch[arch["outcome"] == outcome]
+            g = g if r is None else g[g["ratio"] == r]
+            if g.empty:
+                axes[i, j].set_visible(False)
+                continue
+            m = g.groupby(["row", "layer", "head", "col"])["value"].median()
+            rows = sorted({k[:3] for k in m.index})
+            values = np.array([[m.get((*k, c), np.nan) for c in range(n_pos + 1)] for k in rows])
+            im = _heatmap(axes[i, j], values, norm, [names[k].format(la, h) for k, la, h in rows],
+                          cols, lambda v: f"{v:.2f}".replace("-0.00", "0.00") if abs(v) < 10
+                          else f"{v:.0f}")
+            axes[i, j].axvline(n_pos - 0.5, color="black", lw=1)
+            for y in np.flatnonzero(np.diff([k[0] for k in rows])):  # resid | z | mlp
+                axes[i, j].axhline(y + 0.5, color="black", lw=1)
+            at = "/".join(map(str, sorted(g["epoch"].unique())))
+            shown = "" if outcome == UNKNOWN else f", {outcome}\n"
+            axes[i, j].set_title(f"{label}{'' if r is None else f' r={r:g}'}{shown or ' '}"
+                                 f"(n={g['run_id'].nunique()}, epoch {at})", fontsize=8.5)
+    fig.colorbar(im, ax=axes, shrink=0.7, extend="both", label="restored (1 = twin)")
+    fig.suptitle("Patching twin → adversarial: normalised logit difference, median over runs "
+                 "by outcome", fontsize=9.5)
+    return fig
+
+
+def fingerprint_trajectories(fp_table: pd.DataFrame, runs: pd.DataFrame | None = None, *,
+                             max_configs: int = 6) -> Figure | None:
+    """QK ρ, attention on x₁ and OV parity ρ of each head vs epoch (SPEC S.4.5).
+
+    Rows are the three fingerprints, columns configurations; one colour per head, a thin line
+    per seed and the median over seeds, a star at each seed's generalization epoch.
+    """
+    t = _with_config(fp_table, runs)
+    metrics = [c for c in FINGERPRINTS if c in t.columns]
+    if not metrics or not _has(t, "run_id", "epoch", "layer", "head"):
+        return None
+    groups = _groups(t)[:max_configs]
+    heads = sorted({(int(r.layer), int(r.head)) for r in t.itertuples()})
+    colour = {h: f"C{i % 10}" for i, h in enumerate(heads)}  # one colour per layer.head
+    gen = _gen_epochs(runs)
+    fig = new_figure(3.2 * len(groups) + 0.6, 2.3 * len(metrics) + 0.8)
+    axes = fig.subplots(len(metrics), len(groups), squeeze=False, sharex=True, sharey="row")
+    for j, (title, g) in enumerate(groups):
+        axes[0, j].set_title(f"{title}\ngeneralized {_won(g, gen)}", fontsize=8.5)
+        for i, metric in enumerate(metrics):
+            axes[i, 0].set_ylabel(FINGERPRINTS[metric], fontsize=8)
+            for (lay, h), gh in g.groupby(["layer", "head"]):
+                _seed_lines(axes[i, j], gh, metric, colour[(lay, h)], gen)
+            _log_x(axes[i, j])
+            if metric in ("qk_rho", "ov_parity_rho"):
+                axes[i, j].axhline(0, color="0.4", lw=0.8)
+    _legend(fig, [Line2D([], [], color=c, lw=1.8, label=f"L{la}.H{h}")
+                  for (la, h), c in colour.items()])
+    return fig
+
+
+def analysis_figures(analyses: dict[str, pd.DataFrame] | None,
+                     runs: pd.DataFrame | None = None) -> list[tuple[Figure, str]]:
+    """(figure, caption) for each analysis table that has rows: the report's S.4 section."""
+    a = {k: v for k, v in (analyses or {}).items() if v is not None and not v.empty}
+    specs = [
+        ("gradients", lambda t: gradient_dynamics(t, runs), "Gradient conflict cos(g+, g−) and "
+         "amplification ‖g−‖/‖g+‖ (all parameters) over training; dashed: r/(1−r). Ringed: "
+         f"identity-dominated readings (ε = ‖g‖/(r‖g+‖) < {EPS_IDENTITY:g}), where "
+         "g = r·g+ + (1−r)·g− alone forces amplification ≈ r/(1−r) and cos ≈ −1"),
+        ("ablation", lambda t: ablation_heatmap(t, checkpoints(t) or None, runs=runs),
+         "Mean-ablation at CLS of each head and MLP at checkpoints over training: change in "
+         "adversarial and val accuracy (percentage points), mean over seeds"),
+        ("patching", lambda t: patching_heatmap(t, runs=runs), "Cross-split activation "
+         "patching from aligned twins into adversarial sequences (last stored epoch), median "
+         "over runs, split by whether the run generalized"),
+        ("fingerprints", lambda t: fingerprint_trajectories(t, runs),
+         "QK/OV fingerprints per head over training, one line per seed; the OV probe is the "
+         "held-out-value accuracy of a linear probe of v mod k on what the head writes "
+         "(chance ≈ 1/k), which unlike OV parity ρ does not need the direct path to the logits"),
+    ]
+    return [(f, c) for name, make, c in specs if name in a and (f := make(a[name])) is not None]

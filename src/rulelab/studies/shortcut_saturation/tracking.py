@@ -1,0 +1,30 @@
+"""Study S's analyses that can run during training (``--track``, SPEC S.4): each takes the
+live trainer and returns a tidy frame with a ``member`` column
+(:class:`rulelab.train.tracking.Tracker` stores it per run).
+
+The ``gradients`` rows carry, beside cos(g+, g−) and ‖g−‖/‖g+‖, ``eps`` = ‖g‖/(r‖g+‖) and
+``identity_dominated`` (issue 8: where ε is small the identity g = r·g+ + (1−r)·g− alone pins
+amplification to r/(1−r) and cos to −1) and each group's mean per-example gradient norm over up
+to 256 examples per group (:mod:`.analysis.gradients`); ``fingerprints`` rows carry the OV probe
+``ov_probe_acc`` beside OV parity ρ (:mod:`.analysis.circuits`).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from rulelab.studies.shortcut_saturation.analysis.ablation import ablation_table
+from rulelab.studies.shortcut_saturation.analysis.gradients import gradient_conflict
+from rulelab.studies.shortcut_saturation.analysis.tables import fingerprint_table
+
+
+def gradients(trainer) -> pd.DataFrame:
+    return gradient_conflict(trainer.model, trainer.data)
+
+
+def fingerprints(trainer) -> pd.DataFrame:
+    return fingerprint_table(trainer)
+
+
+def ablation(trainer) -> pd.DataFrame:
+    return ablation_table(trainer.model, trainer.data, methods=("mean",), where=("cls",))

@@ -1,0 +1,41 @@
+"""Study S's ensemble trainer: MPSP data, the ensemble transformer, AdamW (SPEC S.1–S.3)."""
+
+from __future__ import annotations
+
+from rulelab.models.transformer import EnsembleTransformer
+from rulelab.optim.factory import make_optimizer
+from rulelab.studies.shortcut_saturation.data import stack_mpsp
+from rulelab.studies.shortcut_saturation.evaluate import evaluate
+from rulelab.studies.shortcut_saturation.summary import MemberSummary, is_legacy
+from rulelab.train.base import EnsembleTrainerBase
+
+__all__ = ["MPSPTrainer"]
+
+
+class MPSPTrainer(EnsembleTrainerBase):
+    """Trains shape-compatible MPSP runs as one ensemble."""
+
+    def build_data(self):
+        return stack_mpsp(self.configs).to(self.device)
+
+    def build_model(self) -> EnsembleTransformer:
+        return EnsembleTransformer(self.cfg, self.n_members).init_weights(
+            [c.seed for c in self.configs]
+        )
+
+    def build_optimizer(self):
+        """AdamW with per-member lr, weight decay, betas, eps and warm-up (SPEC S.3)."""
+        return make_optimizer(self.configs, list(self.model.named_parameters()), self.n_members)
+
+    def compute_metrics(self):
+        return evaluate(self.model, self.data, self.options.eval_chunk)
+
+    def new_summary(self, cfg) -> MemberSummary:
+        return MemberSummary(cfg.transient_threshold)
+
+    def load_member_state(self, e: int, state: dict) -> None:
+        super().load_member_state(e, state)
+        if is_legacy(state["summary"]):  # adv-only summary (before issue 8): recompute (S.3)
+            cfg = self.configs[e]
+            self.summaries[e] = MemberSummary.replay(
+                state["rows"], cfg.transient_threshold, state["summary"].get("failed_reason"))

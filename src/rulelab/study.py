@@ -1,0 +1,146 @@
+"""What a study declares: everything particular to one line of research, in one place
+(DESIGN §2 "superseded"; issue 9 "One study interface").
+
+A study is a package ``rulelab/studies/<name>/`` whose ``__init__`` defines ``STUDY``, a
+:class:`Study`; the registry (:mod:`rulelab.studies`) lists those packages, one line each. The
+engine (trainer loop, optimizers, store, planner, executors), the command line and the report
+look studies and tasks up there and name none of them.
+
+A study runs one or more tasks (:class:`Task`): a run config class and what trains, costs,
+tabulates and reports runs of that config. Heavy parts (trainers, which import torch;
+analyses; figures) are named by ``"module:attribute"`` strings and imported on first use, so
+listing the studies — every command does, to build its flags — costs no torch import.
+
+Vocabulary shared by every study (issue 9): an *epoch* is one pass over the training set, so a
+full-batch run takes one step per epoch; the engine counts epochs (``cfg.epochs``), and so do
+``--epochs``, ``--checkpoint-every``, ``--snapshots``, progress bars and tables.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def resolve(ref: str) -> Any:
+    """The object a ``"package.module:attribute"`` string names (imported now)."""
+    module, _, attr = ref.partition(":")
+    obj = importlib.import_module(module)
+    for part in attr.split(".") if attr else ():
+        obj = getattr(obj, part)
+    return obj
+
+
+@dataclass(frozen=True)
+class DataCommand:
+    """``rulelab data TASK``: one data set of the task written as Parquet."""
+
+    fields: tuple[str, ...]  # the config fields it takes as flags (one value each)
+    make: str  # "module:function": make(cfg) -> data; bad input raises UserError (no write yet)
+    write: str  # "module:function": write(data, out: Path) -> str, a line saying what it wrote
+
+
+@dataclass(frozen=True)
+class Option:
+    """An option of an analysis command beyond ``--lab`` and ``--epochs``."""
+
+    name: str  # the keyword the run function receives; the flag is --name-with-dashes
+    default: int | float | str
+    help: str
+    check: Callable[[Any], str | None] | None = None  # why a value is not allowed, or None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """``rulelab analyze NAME``: an analysis over a lab's stored runs (SPEC S.4, M.4).
+
+    The command line checks every option (``--epochs``, then :attr:`options`), opens the lab,
+    and calls ``run(lab, **options)``; ``run`` stores its table under ``<lab>/analyses/`` and
+    prints a summary, raising :class:`rulelab.errors.UserError` for input it cannot use."""
+
+    name: str
+    help: str
+    run: str  # "module:function"
+    epochs: bool = True  # takes --epochs final|all|0,100 (final checkpoint or weight snapshots)
+    options: tuple[Option, ...] = ()
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of a study: its run config and what trains, costs, checks and shows its runs.
+
+    ``rulelab train NAME`` takes one flag per config field (named by the config class,
+    :meth:`rulelab.config.base.RunConfig.flag`); every value flag takes one or more values,
+    and lists expand to a grid × ``--seeds`` (:mod:`rulelab.grid`).
+    """
+
+    name: str  # the configs' ``task`` value: `rulelab train NAME`, `rulelab data NAME`
+    config: type  # a rulelab.config.base.RunConfig subclass
+    trainer: str  # "module:Class", a rulelab.train.base.EnsembleTrainerBase subclass
+    cost: Callable  # (cfg, micro_batch, eval_chunk) -> rulelab.sweep.estimate.RunCost
+    views: str  # "module:object", a rulelab.report.views.RunsView: tables, figures, summaries
+    help: str = ""
+    axes: tuple[str, ...] = ()  # grid axes of `train`, in this order first (run order)
+    defaults: Mapping[str, Any] = field(default_factory=dict)  # `train` defaults ≠ the config's
+    hidden: tuple[str, ...] = ()  # config fields without a flag (set by ``prepare``)
+    prepare: Callable[[dict], dict] | None = None  # flag values → config values
+    check: Callable[[Sequence], None] | None = None  # cheap checks before anything is written
+    shape_flags: str = "the model size"  # named when one run cannot fit the memory
+    checkpoint_every: int = 500  # default of --checkpoint-every (epochs)
+    trackers: Mapping[str, str] = field(default_factory=dict)  # name → "module:fn(trainer)"
+    data: DataCommand | None = None
+
+    def trainer_class(self) -> type:
+        return resolve(self.trainer)
+
+    def view(self):
+        return resolve(self.views)
+
+    def tracker(self, name: str) -> Callable:
+        return resolve(self.trackers[name])
+
+
+@dataclass(frozen=True)
+class Study:
+    """A study: its tasks, recipes (``recipes/<scale>.yaml``), analyses and reproduction.
+
+    ``rulelab reproduce NAME --scale S`` trains ``recipes/S.yaml`` through the planner, then
+    calls ``reproduce`` — the study's analyses, printed tables and report, by default
+    ``reports/NAME-S.html`` (:class:`Reproduction` holds what it gets).
+    """
+
+    name: str  # "shortcut-saturation": `rulelab reproduce NAME`, reports/NAME-<scale>.html
+    title: str
+    tasks: tuple[Task, ...]
+    recipes: Path  # folder of <scale>.yaml recipes (quick, paper, …)
+    reproduce: str  # "module:function": reproduce(r: Reproduction) -> Path of the report
+    analyses: tuple[Analysis, ...] = ()
+
+    def scales(self) -> list[str]:
+        """The recipe names in :attr:`recipes` (``quick``, ``paper``, …), sorted."""
+        return sorted(p.stem for p in self.recipes.glob("*.yaml"))
+
+    def recipe_path(self, scale: str) -> Path:
+        return self.recipes / f"{scale}.yaml"
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """What a study's ``reproduce`` function gets once its recipe has trained."""
+
+    study: Study
+    scale: str
+    recipe: Any  # rulelab.sweep.recipe.Recipe
+    lab: Any  # rulelab.store.Lab
+    run_ids: tuple[str, ...]  # the recipe's runs, in recipe order
+    out: Path  # the report to write
+    device: str
+    console: Any  # rich Console for stdout
+    train_seconds: float  # wall time of the training (a resumed run counts only the rest)
