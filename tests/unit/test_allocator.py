@@ -25,11 +25,10 @@ def _big_step() -> None:
 def test_a_repeated_large_allocation_stops_page_faulting():
     if not allocator.keep_heap():
         pytest.skip("not glibc, or MALLOC_* set in the environment")
-    _big_step()  # the heap grows once
-    faults = [_faults_of(_big_step) for _ in range(5)]
-    # Without it every step faults its 16,384 pages in again; now at most one step does
-    # (the heap may grow once more around other allocations).
-    assert sum(f < 1000 for f in faults) >= 4, faults
+    faults = [_faults_of(_big_step) for _ in range(10)]
+    # glibc's default faults all 16,384 pages in again on every step; with the heap kept, the
+    # heap grows for the first steps (alignment and fragmentation) and then stops faulting.
+    assert all(f < 1000 for f in faults[-4:]), faults
 
 
 def test_the_engine_applies_it(monkeypatch):

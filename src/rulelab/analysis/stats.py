@@ -51,12 +51,15 @@ def wilson_arrays(k, n, z: float = Z95) -> tuple[np.ndarray, np.ndarray]:
 
 
 def config_columns(runs: pd.DataFrame) -> list[str]:
-    """Columns of ``runs`` that define a configuration: the fields of the registered tasks'
-    config classes (:mod:`rulelab.studies`), but the seed and the task name; ids, statuses,
-    code versions and summaries are not config fields."""
+    """Columns of ``runs`` that define a configuration: the config fields of its tasks (its
+    ``task`` column; without one, of every registered task, :mod:`rulelab.studies`), but the
+    seed and the task name — ids, statuses, code versions and summaries are not config fields."""
     from rulelab.studies import tasks
 
-    fields = {f for t in tasks().values() for f in t.config.model_fields} - {"seed", "task"}
+    known = tasks()
+    names = runs["task"].dropna().unique() if "task" in runs.columns else ()
+    chosen = [known[n] for n in names if n in known] or list(known.values())
+    fields = {f for t in chosen for f in t.config.model_fields} - {"seed", "task"}
     return [c for c in runs.columns if c in fields]
 
 

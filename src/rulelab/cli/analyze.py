@@ -14,7 +14,7 @@ from pathlib import Path
 import typer
 
 from rulelab.cli.commands import command
-from rulelab.cli.options import check_epochs, open_lab, print_warnings
+from rulelab.cli.options import EpochsOpt, LabOpt, check_epochs, open_lab, print_warnings
 from rulelab.errors import UserError
 
 KW = inspect.Parameter.KEYWORD_ONLY
@@ -22,12 +22,9 @@ KW = inspect.Parameter.KEYWORD_ONLY
 
 def analysis_command(analysis):
     """The typer command of one :class:`~rulelab.study.Analysis`."""
-    params = [inspect.Parameter("lab", KW, annotation=Path | None, default=typer.Option(
-        None, "--lab", help="Lab directory (default $RULELAB_HOME or ./rulelab-runs)"))]
+    params = [inspect.Parameter("lab", KW, annotation=Path | None, default=LabOpt)]
     if analysis.epochs:
-        params.append(inspect.Parameter("epochs", KW, annotation=str, default=typer.Option(
-            "final", "--epochs",
-            help="final, all (every stored snapshot), or a comma list of epochs")))
+        params.append(inspect.Parameter("epochs", KW, annotation=str, default=EpochsOpt))
     for o in analysis.options:
         params.append(inspect.Parameter(o.name, KW, annotation=type(o.default),
                                         default=typer.Option(o.default, o.flag, help=o.help)))

@@ -49,8 +49,7 @@ def execution_options(task) -> list[inspect.Parameter]:
         _opt("track", str, "", "--track", help=f"analyses during training: {tracked}"),
         _opt("track_every", str, "log", "--track-every", help="log or an epoch interval"),
         _opt("snapshots", int, 0, "--snapshots", help="keep weights at ~N log-spaced epochs"),
-        _opt("lab", Path | None, None, "--lab",
-             help="Lab directory (default $RULELAB_HOME or ./rulelab-runs)"),
+        inspect.Parameter("lab", KW, annotation=Path | None, default=options.LabOpt),
         _opt("quiet", bool, False, "--quiet", help="no progress bar"),
     ]
 

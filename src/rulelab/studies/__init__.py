@@ -17,6 +17,7 @@ from rulelab.errors import UserError
 STUDIES = (
     "rulelab.studies.shortcut_saturation",  # study S: shortcut saturation (SPEC S)
     "rulelab.studies.coexistence",  # study M: memorization–generalization coexistence (SPEC M)
+    "rulelab.studies.sparse_parity",  # sparse parity: hidden progress (Barak et al. 2022)
 )
 
 

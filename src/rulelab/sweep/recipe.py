@@ -1,4 +1,5 @@
-"""Experiment recipes: YAML files that read like commented recipes (DESIGN §2, ``experiments/``).
+"""Experiment recipes: YAML files that read like commented recipes (DESIGN §2; each study's
+in ``studies/<name>/recipes/``).
 
 A recipe is a base config, grid axes and seeds::
 

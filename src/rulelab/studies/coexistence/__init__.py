@@ -43,6 +43,8 @@ MODULAR = Task(
     defaults={"momentum": None, "nesterov": None},  # by optimizer (ModularRunConfig)
     shape_flags="--width/--p",
     checkpoint_every=1000,
+    # analyses of the live ensemble (the same functions `rulelab analyze` runs on stored runs)
+    trackers={n: f"{_HERE}.analysis.tables:{n}_table" for n in ("ff", "swap", "neurons")},
     data=DataCommand(MODULAR_DATA_FIELDS, make=f"{_HERE}.dataset:modular_data",
                      write=f"{_HERE}.dataset:write_modular"),
 )

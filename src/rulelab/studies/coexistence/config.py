@@ -81,7 +81,8 @@ class ModularRunConfig(RunConfig):
     # would break "a member equals the same run trained alone"; bfloat16 matches torch.optim.Muon.
     ns_dtype: Literal["float64", "float32", "bfloat16"] = "float64"
     seed: int = Field(0, ge=0, lt=2**31, description="model seed (init)")
-    epochs: int = Field(20000, ge=1, le=10_000_000, description="full-batch steps")
+    epochs: int = Field(20000, ge=1, le=10_000_000,
+                        description="epochs; full batch: one epoch = one step")
     eval_every: int = Field(100, ge=1, le=10_000_000)
     log_eval_steps: int = Field(100, ge=0, le=10_000_000,
                                 description="evaluate every step up to here, then log-spaced")

@@ -45,7 +45,8 @@ class DigitsRunConfig(RunConfig):
     beta2: float = Field(0.999, ge=0.0, lt=1.0)
     eps: float = Field(1e-8, gt=0.0, le=1.0)
     seed: int = Field(0, ge=0, lt=2**31, description="model seed (init)")
-    epochs: int = Field(200, ge=1, le=10_000_000, description="full-batch steps")
+    epochs: int = Field(200, ge=1, le=10_000_000,
+                        description="epochs; full batch: one epoch = one step")
     eval_every: int = Field(1, ge=1, le=10_000_000)
 
     @model_validator(mode="after")

@@ -4,7 +4,7 @@ may be printed beside it (SPEC S.1–S.3, issue 8 "toy scale printed as reproduc
 The paper's headline — 2L: r=0.5 → 0% of seeds generalize, r=0.9 → 77%; 1L: r=0.5 → 33%,
 r=0.9 → 0% — was measured at n = 10, V = 64, N = 16,384, full-batch AdamW at lr 1e-3 for
 15,000 epochs, d_model 64, d_ff 128, on sum mod 2 with the max shortcut (the setting
-``experiments/shortcut_saturation/paper.yaml`` reads from the study). A cell gets the paper's
+``recipes/paper.yaml`` reads from the study). A cell gets the paper's
 number beside it only when every run in it has these config values — checked from the values,
 never from a preset's name, so a user's own run at the paper's setting gets the column too.
 Heads and weight decay are not compared: the headline does not state them.

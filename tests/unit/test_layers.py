@@ -1,0 +1,190 @@
+"""The layer contract (issue 9): the tree reads studies → engine → store, with the command line
+on top, and no module reaches into another's private names.
+
+Read from the source with :mod:`ast` (every import counts, at module level or inside a
+function), so it needs nothing installed. It fails when
+
+1. a module imports a module of a higher layer (:data:`LAYERS`, lowest first);
+2. two packages of one layer that must stay apart import each other's modules
+   (``sweep`` / ``analysis``; one study / another);
+3. anything but a study itself imports a study's modules: the engine, the report and the
+   command line reach studies only through the registry, :mod:`rulelab.studies`, which names
+   its studies by string;
+4. any set of modules imports each other in a circle (two modules importing each other is the
+   shortest circle);
+5. a module imports a private name (``_x``) of another module.
+
+Before issue 9 the tree broke 1 (train ↔ analysis, analysis → train → sweep), 3 (the runner,
+the planner's estimate, the recipe loader, stats and the report named study S or M), 4
+(seven CLI modules in a circle; ``rulelab.cli`` importing itself) and 5 (``figures_m`` →
+``html._CSS``, the CLI's ``_cli()`` helpers).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+ROOT = SRC / "rulelab"
+
+# Lowest first. A module may import modules of its own layer and of lower ones.
+LAYERS = [
+    ("foundation", ("rulelab.errors", "rulelab.config", "rulelab.settings", "rulelab.grid",
+                    "rulelab.study", "rulelab.studies=")),  # "=": that module only (registry)
+    ("data, models, optimizers, store", ("rulelab.tasks", "rulelab.models", "rulelab.optim",
+                                         "rulelab.store", "rulelab.hardware")),
+    ("train", ("rulelab.train",)),
+    ("sweep, analysis", ("rulelab.sweep", "rulelab.analysis")),
+    ("report", ("rulelab.report",)),
+    ("studies", ("rulelab.studies",)),
+    ("command line", ("rulelab.cli", "rulelab.__main__", "rulelab=")),
+]
+APART = [("rulelab.sweep", "rulelab.analysis")]  # one layer, neither imports the other
+# Private names imported across modules that their owner is to rename (optimizers: the Muon
+# step reuses SGD's momentum helpers), listed so the list can only shrink.
+PRIVATE_ALLOWED = {("rulelab.optim.muon", "rulelab.optim.sgd")}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+MODULES = modules()
+
+
+def _resolve(name: str) -> str | None:
+    """The module of ours ``name`` refers to (a module, or the package holding a name)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports(module: str) -> list[tuple[str, list[str], int]]:
+    """``(imported module, names taken from it, line)`` for every import of ours in
+    ``module`` (module level and inside functions)."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "rulelab" and (m := _resolve(a.name)):
+                    out.append((m, [], node.lineno))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            if base.split(".")[0] != "rulelab":
+                continue
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                if sub in MODULES:
+                    out.append((sub, [], node.lineno))
+                elif m := _resolve(base):
+                    out.append((m, [a.name], node.lineno))
+    return out
+
+
+def layer_of(module: str) -> int:
+    best, rank = -1, None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            exact = p.endswith("=")
+            p = p.rstrip("=")
+            hit = module == p if exact else module == p or module.startswith(p + ".")
+            if hit and len(p) > best:
+                best, rank = len(p), i
+    assert rank is not None, f"{module} is in no layer: add it to LAYERS"
+    return rank
+
+
+def study_of(module: str) -> str | None:
+    """``rulelab.studies.<name>`` for a module of a study's package, else None."""
+    parts = module.split(".")
+    return ".".join(parts[:3]) if len(parts) >= 3 and parts[:2] == ["rulelab", "studies"] \
+        else None
+
+
+def test_every_module_has_a_layer():
+    for module in MODULES:
+        layer_of(module)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_respect_the_layers(module):
+    mine, own_study = layer_of(module), study_of(module)
+    for target, _, line in imports(module):
+        where = f"{MODULES[module].relative_to(SRC)}:{line} imports {target}"
+        assert layer_of(target) <= mine, (
+            f"{where}: {LAYERS[layer_of(target)][0]} is above {LAYERS[mine][0]}")
+        target_study = study_of(target)
+        assert target_study is None or target_study == own_study, (
+            f"{where}: only {target_study} itself imports its modules; others look it up in "
+            "the registry, rulelab.studies")
+        for a, b in APART:
+            for x, y in ((a, b), (b, a)):
+                inside = module == x or module.startswith(x + ".")
+                assert not (inside and (target == y or target.startswith(y + "."))), (
+                    f"{where}: {x} and {y} stay apart")
+
+
+def test_no_import_circles():
+    graph = {m: {t for t, _, _ in imports(m) if t != m} for m in MODULES}
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    self_imports = [m for m in MODULES if m in {t for t, _, _ in imports(m)}
+                    and not MODULES[m].name == "__init__.py"]
+    assert not circles, f"modules importing each other in a circle: {circles}"
+    assert not self_imports, f"modules importing themselves: {self_imports}"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_private_names_of_other_modules(module):
+    for target, names, line in imports(module):
+        private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+        if private and target != module and (module, target) not in PRIVATE_ALLOWED:
+            raise AssertionError(f"{MODULES[module].relative_to(SRC)}:{line} imports private "
+                                 f"{private} of {target}")
+
+
+def test_the_contract_catches_what_it_forbids():
+    """Oracle: the checks fire on the pre-issue-9 shapes of the tree."""
+    assert layer_of("rulelab.train.runner") < layer_of("rulelab.analysis.stored")
+    assert layer_of("rulelab.studies") == 0 and layer_of("rulelab.studies.x.y") == 5
+    assert study_of("rulelab.studies.coexistence.trainer") == "rulelab.studies.coexistence"
+    assert study_of("rulelab.studies") is None
+    assert layer_of("rulelab.cli.app") == len(LAYERS) - 1
