@@ -38,4 +38,4 @@ bench: setup
 	$(BIN)/python bench/train_throughput.py
 	$(BIN)/python bench/command_throughput.py
 	$(BIN)/python bench/modular_throughput.py
-	$(BIN)/python bench/tracking_overhead.py
+	$(BIN)/python bench/tracking_overhead.py --epochs 100 --seeds 4 --reps 1

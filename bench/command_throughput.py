@@ -60,7 +60,7 @@ def in_process_rate(cfgs, epochs: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = ap.parse_args()
