@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 # Assumed sustained throughputs (FLOP/s). CPU: measured ~60 GFLOP/s for the 2L d=64 ensemble on
 # this 2-core machine (bench/train_throughput.py). GPU: an assumption (≈ 5% of an H100/H200
-# bf16 dense peak, d_model 64 matmuls are small) until bench/gpu_sweep.sh measures it.
+# bf16 dense peak, d_model 64 matmuls are small) until bench/gpu_check.sh measures it.
 CPU_FLOPS = 60e9
 GPU_FLOPS = {"fp32": 20e12, "bf16": 50e12}
 # Fixed cost of one forward(+backward) pass of an ensemble, whatever its size: ~3 ms on this CPU

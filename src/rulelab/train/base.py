@@ -12,6 +12,12 @@ it equals the same run trained alone bitwise.
 Subclasses supply the task: ``build_data``, ``build_model``, ``build_optimizer``,
 ``compute_metrics``, ``new_summary`` (each study's ``trainer`` module, e.g. in
 ``rulelab/studies/shortcut_saturation/``). Execution settings: :class:`rulelab.settings.Settings`.
+
+Speed without moving a number (DESIGN §6, issue 13): the first trainer keeps glibc's heap
+(:mod:`rulelab.train.allocator`), so activations are not page-faulted in afresh every
+micro-batch. ``precision = "bf16"`` (off by default; it does move numbers) runs each
+micro-batch's forward, and so its backward, under bf16 autocast for every task; weights,
+gradients, the optimizer and evaluation stay fp32.
 """
 
 from __future__ import annotations
