@@ -43,9 +43,9 @@ LAYERS = [
     ("command line", ("rulelab.cli", "rulelab.__main__", "rulelab=")),
 ]
 APART = [("rulelab.sweep", "rulelab.analysis")]  # one layer, neither imports the other
-# Private names imported across modules that their owner is to rename (optimizers: the Muon
-# step reuses SGD's momentum helpers), listed so the list can only shrink.
-PRIVATE_ALLOWED = {("rulelab.optim.muon", "rulelab.optim.sgd")}
+# Private names imported across modules that their owner is to rename; empty, and it may only
+# stay so.
+PRIVATE_ALLOWED: set[tuple[str, str]] = set()
 
 
 def modules() -> dict[str, Path]:

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import torch
 
 from rulelab.optim.adamw import BatchedAdamW
-from rulelab.optim.sgd import _BatchedMomentum, _mask, _view
+from rulelab.optim.sgd import BatchedMomentum, member_mask, member_view
 from rulelab.optim.state import per_member
 
 __all__ = ["NS_COEFFICIENTS", "BatchedMuon", "newton_schulz"]
@@ -76,7 +76,7 @@ def newton_schulz(
     return X.mT if tall else X
 
 
-class BatchedMuon(_BatchedMomentum):
+class BatchedMuon(BatchedMomentum):
     """Muon on ``[E, m, n]`` matrices plus AdamW on the other ``[E, ...]`` parameters.
 
     ``BatchedMuon(matrix_params, other_params, n_members=E, lr=..., ...)``: hyperparameters are
@@ -150,17 +150,17 @@ class BatchedMuon(_BatchedMomentum):
             if p.grad is None:
                 continue
             g = self._masked_grad(p)  # [E, m, n]
-            buf.lerp_(g, _view(lerp_w, p))
+            buf.lerp_(g, member_view(lerp_w, p))
             if any_nesterov:
-                nest = g.lerp(buf, _view(self.momentum, p))
-                u = nest if all_nesterov else torch.where(_mask(self.nesterov, p), nest, buf)
+                nest = g.lerp(buf, member_view(self.momentum, p))
+                u = nest if all_nesterov else torch.where(member_mask(self.nesterov, p), nest, buf)
             else:
                 u = buf
             O = newton_schulz(u, self.ns_steps, self.eps, self.ns_coefficients, self.ns_dtype)
             if frozen:
-                O = torch.where(_mask(self.active, p), O, 0.0)
-            p.mul_(_view(decay, p))
-            p.sub_(O.to(p.dtype) * _view(lr * self.lr_ratio(p.shape), p))
+                O = torch.where(member_mask(self.active, p), O, 0.0)
+            p.mul_(member_view(decay, p))
+            p.sub_(O.to(p.dtype) * member_view(lr * self.lr_ratio(p.shape), p))
         if self.adamw is not None:
             self.adamw.step()
 

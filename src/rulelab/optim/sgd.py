@@ -6,7 +6,7 @@ Nesterov momentum in the form of Sutskever et al. 2013) with dampening 0 and its
 linear warm-up ``warmup[e]``. Nothing reduces across the member axis; an inactive member is frozen
 (parameters and momentum buffer unchanged, its NaN gradient never read).
 
-:class:`_BatchedMomentum` holds what SGD and Muon share: the ``[E]`` hyperparameters, warm-up,
+:class:`BatchedMomentum` holds what SGD and Muon share: the ``[E]`` hyperparameters, warm-up,
 ``active`` mask, one momentum buffer per parameter and the (per-member) checkpoint API.
 """
 
@@ -18,20 +18,20 @@ import torch
 
 from rulelab.optim.state import BatchedOptimizer, per_member
 
-__all__ = ["BatchedSGD"]
+__all__ = ["BatchedMomentum", "BatchedSGD", "member_mask", "member_view"]
 
 
-def _view(t: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+def member_view(t: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     """``[E]`` hyperparameter → ``[E, 1, ..., 1]`` on ``p``'s device and dtype."""
     return t.to(device=p.device, dtype=p.dtype).view((-1,) + (1,) * (p.dim() - 1))
 
 
-def _mask(t: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+def member_mask(t: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     """``[E]`` bool → ``[E, 1, ..., 1]`` bool on ``p``'s device."""
     return t.to(p.device).view((-1,) + (1,) * (p.dim() - 1))
 
 
-class _BatchedMomentum(BatchedOptimizer):
+class BatchedMomentum(BatchedOptimizer):
     """Shared state machinery: ``[E]`` hyperparameters and one momentum buffer per parameter."""
 
     buffer_names = ("momentum_buffer",)
@@ -56,10 +56,10 @@ class _BatchedMomentum(BatchedOptimizer):
         """``p.grad`` with inactive members' rows zeroed (their NaNs must not reach any state)."""
         if bool(self.active.all()):
             return p.grad
-        return torch.where(_mask(self.active, p), p.grad, 0.0)
+        return torch.where(member_mask(self.active, p), p.grad, 0.0)
 
 
-class BatchedSGD(_BatchedMomentum):
+class BatchedSGD(BatchedMomentum):
     """SGD (momentum, optional Nesterov, L2 decay, dampening 0); hyperparameters are ``[E]``.
 
     ``momentum[e] == 0`` is plain SGD for that member (the buffer then just holds the last
@@ -95,13 +95,13 @@ class BatchedSGD(_BatchedMomentum):
                 continue
             g = p.grad  # [E, ...]
             if use_l2:  # torch: grad.add(param, alpha=weight_decay)
-                g = g.add(p * _view(self.weight_decay, p))
+                g = g.add(p * member_view(self.weight_decay, p))
             if not bool(self.active.all()):
-                g = torch.where(_mask(self.active, p), g, 0.0)
-            buf.mul_(_view(keep, p)).add_(g)  # torch: buf.mul_(momentum).add_(grad)
+                g = torch.where(member_mask(self.active, p), g, 0.0)
+            buf.mul_(member_view(keep, p)).add_(g)  # torch: buf.mul_(momentum).add_(grad)
             if any_nesterov:  # torch: grad.add(buf, alpha=momentum)
-                nest = g.add(buf * _view(self.momentum, p))
-                d = nest if all_nesterov else torch.where(_mask(self.nesterov, p), nest, buf)
+                nest = g.add(buf * member_view(self.momentum, p))
+                d = nest if all_nesterov else torch.where(member_mask(self.nesterov, p), nest, buf)
             else:
                 d = buf
-            p.sub_(d * _view(lr, p))  # torch: param.add_(d, alpha=-lr)
+            p.sub_(d * member_view(lr, p))  # torch: param.add_(d, alpha=-lr)
