@@ -25,7 +25,7 @@ class Settings(StrictTypes):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    device: str = Field("cpu", description="cpu, cuda or cuda:N")
+    device: str = Field("cpu", description="cpu, cuda, cuda:N or mps")
     # "fp32", or "bf16": each micro-batch's forward (and so its backward) runs under bf16
     # autocast — matmuls in bf16, the per-member loss returned in fp32 — while the master
     # weights, gradients, optimizer and evaluation stay fp32. Changes the numbers (rounding);
@@ -34,7 +34,8 @@ class Settings(StrictTypes):
     # Examples per member per forward chunk. Fixed per member (not per ensemble) so a member
     # sums its gradient in the same order whatever ensemble it sits in: bitwise equivalence.
     micro_batch: int = Field(512, ge=1, le=1_000_000, description="examples per member per pass")
-    eval_chunk: int = Field(2048, ge=1, le=1_000_000)
+    eval_chunk: int = Field(2048, ge=1, le=1_000_000,
+                            description="examples per member per evaluation pass")
     max_members: int = Field(64, ge=1, le=1_000_000, description="most runs per ensemble chunk")
     checkpoint_every: int = Field(500, ge=1, le=10_000_000, description="epochs")
     checkpoint_seconds: float = Field(300.0, gt=0.0, description="also checkpoint this often")
@@ -43,7 +44,7 @@ class Settings(StrictTypes):
     track_every: str = Field("log", description="log or an epoch interval")
     memory_gib: float | None = Field(None, gt=0.0, description="memory budget per chunk")
     threads: int | None = Field(None, ge=1, le=4096, description="torch threads per chunk")
-    quiet: bool = Field(False, description="no progress bar")
+    quiet: bool = Field(False, description="no progress output")
 
     def merged(self, **overrides) -> Settings:
         """These settings with every override that is not None (flags left unset keep the

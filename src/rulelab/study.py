@@ -108,6 +108,21 @@ class Task:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """A headline claim of a study, read at every scale the user holds (``rulelab scale-map``,
+    issue 11): which scale shows it, which does not.
+
+    ``read`` gets ``{scale: rulelab.report.scale_map.ScaleLab}`` (every lab of the study that
+    exists, smallest scale first) and returns a :class:`rulelab.report.scale_map.ClaimReading`:
+    one figure with the reading at every scale (with its intervals) and one sentence per scale
+    saying whether the claim shows there."""
+
+    name: str  # short id, e.g. "S1"; the figure's file stem
+    title: str  # the claim in words, as the paper states it
+    read: str  # "module:function"
+
+
+@dataclass(frozen=True)
 class Study:
     """A study: its tasks, recipes (``recipes/<scale>.yaml``), analyses and reproduction.
 
@@ -122,6 +137,7 @@ class Study:
     recipes: Path  # folder of <scale>.yaml recipes (quick, paper, …)
     reproduce: str  # "module:function": reproduce(r: Reproduction) -> Path of the report
     analyses: tuple[Analysis, ...] = ()
+    claims: tuple[Claim, ...] = ()  # headline claims for `rulelab scale-map NAME`
 
     def scales(self) -> list[str]:
         """The recipe names in :attr:`recipes` (``quick``, ``paper``, …), sorted."""

@@ -401,3 +401,133 @@ def test_the_table_covers_every_command():
                  "reproduce-s", "reproduce-m"):
         assert name in kinds
     assert len(CASE_IDS) == OLD_CODE[0] == len(set(CASE_IDS))
+
+
+# --- issue 10: --device checked against what torch can use here; no refused run left pending ---
+def _no_gpu(mp):
+    """A machine where torch sees neither CUDA nor Apple's Metal, whatever this one has."""
+    mp.setattr("torch.cuda.is_available", lambda: False)
+    mp.setattr("torch.backends.mps.is_available", lambda: False)
+
+
+def _one_gpu(mp):
+    """A machine with exactly one CUDA GPU (only ``is_available``/``device_count`` are asked)."""
+    mp.setattr("torch.cuda.is_available", lambda: True)
+    mp.setattr("torch.cuda.device_count", lambda: 1)
+    mp.setattr("torch.backends.mps.is_available", lambda: False)
+
+
+def _no_sklearn(mp):
+    """scikit-learn missing (it is a dependency now, but an environment may lack it)."""
+    import sys
+
+    mp.setitem(sys.modules, "sklearn", None)
+    mp.setitem(sys.modules, "sklearn.datasets", None)
+
+
+def _bad_progress_interval(mp):
+    _no_gpu(mp)
+    mp.setenv("RULELAB_PROGRESS_SECONDS", "soon")
+
+
+def issue10_cases(w: dict) -> list[Case]:
+    """Before issue 10 ``--device mps`` passed validation, then every run failed in training
+    (and, on older code, was left "pending"); a missing scikit-learn named a ``--source`` flag
+    that does not exist and an install command that cannot work. Cases pointing at ``s_lab``
+    (finished runs) also show that a refused command adds no run to an existing lab."""
+    b, s_lab, m_lab = w["base"], w["s_lab"], w["m_lab"]
+    new, html = b / "new-lab", b / "r.html"
+    return [
+        Case("train-mpsp:device-mps", ["train", "mpsp", *TINY, "--device", "mps", "--lab", new],
+             ("--device",), absent=(new,), setup=_no_gpu),
+        Case("train-mpsp:device-mps-existing-lab", ["train", "mpsp", *TINY, "--seed-start", "7",
+                                                    "--device", "mps", "--lab", s_lab],
+             ("--device",), lab=s_lab, setup=_no_gpu),
+        Case("train-mpsp:device-cuda-no-gpu", ["train", "mpsp", *TINY, "--seed-start", "7",
+                                               "--device", "cuda", "--lab", s_lab],
+             ("--device",), lab=s_lab, setup=_no_gpu),
+        Case("train-mpsp:device-cuda-index", ["train", "mpsp", *TINY, "--device", "cuda:1",
+                                              "--lab", new], ("--device",), absent=(new,),
+             setup=_one_gpu),
+        Case("train-mpsp:device-word", ["train", "mpsp", *TINY, "--device", "gpu", "--lab", new],
+             ("--device",), absent=(new,)),
+        Case("train-modular:device-mps", ["train", "modular", *M_TINY, "--device", "mps",
+                                          "--lab", m_lab], ("--device",), lab=m_lab,
+             setup=_no_gpu),
+        Case("train-digits:device-cuda", ["train", "digits", "--epochs", "3", "--device", "cuda",
+                                          "--lab", new], ("--device",), absent=(new,),
+             setup=_no_gpu),
+        Case("sweep:device-mps", ["sweep", w["tiny"], "--device", "mps", "--lab", new],
+             ("--device",), absent=(new,), setup=_no_gpu),
+        Case("sweep:device-cuda-index", ["sweep", w["tiny"], "--device", "cuda:3", "--lab",
+                                         s_lab], ("--device",), lab=s_lab, setup=_one_gpu),
+        Case("reproduce-s:device-mps", ["reproduce", "shortcut-saturation", "--device", "mps",
+                                        "--lab", new, "--out", html], ("--device",),
+             absent=(new, html), setup=_no_gpu),
+        Case("reproduce-m:device-cuda", ["reproduce", "coexistence", "--scale", "tiny",
+                                         "--device", "cuda", "--lab", new, "--out", html],
+             ("--device",), absent=(new, html), setup=_no_gpu),
+        Case("train-digits:no-sklearn", ["train", "digits", "--epochs", "3", "--lab", new],
+             ("pip install 'scikit-learn",), absent=(new,), setup=_no_sklearn),
+        Case("train-mpsp:progress-interval", ["train", "mpsp", *TINY, "--lab", new],
+             ("RULELAB_PROGRESS_SECONDS",), absent=(new,), setup=_bad_progress_interval),
+        Case("sweep:progress-interval", ["sweep", w["tiny"], "--lab", s_lab],
+             ("RULELAB_PROGRESS_SECONDS",), lab=s_lab, setup=_bad_progress_interval),
+    ]
+
+
+ISSUE10_CASE_IDS = [c.id for c in issue10_cases({k: Path(k) for k in (
+    "base", "s_lab", "m_lab", "tiny")})]
+
+
+@pytest.mark.parametrize("case_id", ISSUE10_CASE_IDS)
+def test_bad_input_issue_10(case_id, world, tmp_path, capsys, monkeypatch):
+    """The checks of :func:`test_bad_input`, and no run of the lab left "pending"."""
+    import sqlite3
+
+    case = next(c for c in issue10_cases(world) if c.id == case_id)
+    monkeypatch.delenv("RULELAB_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    shutil.rmtree(world["base"] / "new-lab", ignore_errors=True)
+    if case.setup:
+        case.setup(monkeypatch)
+    before = digest(case.lab) if case.lab else None
+    res = run_case(case.argv, capsys, monkeypatch)
+    shown = f"argv {[str(a)[:80] for a in case.argv]}\nrc {res.returncode}\n" \
+            f"stderr {res.stderr[-3000:]!r}\nstdout {res.stdout[-1000:]!r}"
+    assert "Traceback" not in res.stderr + res.stdout, shown
+    assert res.returncode == 2, shown
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), shown
+    assert any(name in lines[0] for name in case.names), f"none of {case.names} in {lines[0]!r}"
+    if "--device" in case.names:
+        device = case.argv[case.argv.index("--device") + 1]
+        assert f"--device: {device!r} is not" in lines[0] and "cpu" in lines[0], lines[0]
+    if case.lab:
+        assert digest(case.lab) == before, f"{case.lab} changed"
+        if case.lab == world["s_lab"]:
+            with contextlib.closing(sqlite3.connect(case.lab / "registry.sqlite")) as conn:
+                statuses = {s for (s,) in conn.execute("SELECT status FROM runs")}
+            assert statuses == {"done"}, statuses
+    for path in case.absent:
+        assert not path.exists(), f"{path} was created"
+    assert list(tmp_path.iterdir()) == [], "something was written to the working directory"
+
+
+def test_device_messages_name_what_torch_can_use(monkeypatch):
+    from rulelab.cli.options import check_device, usable_devices
+    from rulelab.errors import UserError
+
+    _one_gpu(monkeypatch)
+    assert usable_devices() == ["cpu", "cuda", "cuda:0"]
+    assert check_device("cuda:0") == "cuda:0" and check_device("cuda:7", here=False) == "cuda:7"
+    with pytest.raises(UserError, match=r"^--device: 'cuda:1' is not available on this machine; "
+                                        r"torch can use cpu, cuda, cuda:0$"):
+        check_device("cuda:1")
+    _no_gpu(monkeypatch)
+    with pytest.raises(UserError, match=r"^--device: 'mps' is not available on this machine; "
+                                        r"torch can use cpu$"):
+        check_device("mps")
+    with pytest.raises(UserError, match=r"^--device: 'tpu' is not allowed; use cpu, cuda, "
+                                        r"cuda:N or mps$"):
+        check_device("tpu", here=False)

@@ -40,7 +40,7 @@ LAYERS = [
     ("sweep, analysis", ("rulelab.sweep", "rulelab.analysis")),
     ("report", ("rulelab.report",)),
     ("studies", ("rulelab.studies",)),
-    ("command line", ("rulelab.cli", "rulelab.__main__", "rulelab=")),
+    ("command line", ("rulelab.cli", "rulelab.__main__", "rulelab=", "rulelab.api")),
 ]
 APART = [("rulelab.sweep", "rulelab.analysis")]  # one layer, neither imports the other
 # Private names imported across modules that their owner is to rename; empty, and it may only

@@ -12,6 +12,7 @@ from rulelab.cli.analyze import analysis_command
 from rulelab.cli.commands import LIST_FLAGS
 from rulelab.cli.lab import report_cmd, runs_cmd, status_cmd
 from rulelab.cli.reproduce import reproduce_command
+from rulelab.cli.scale_map import scale_map_cmd
 from rulelab.cli.sweep import sweep_cmd
 from rulelab.cli.train import data_command, train_command
 from rulelab.studies import studies
@@ -23,7 +24,10 @@ def build_app() -> typer.Typer:
                       help="rulelab: when does a network learn the rule, a shortcut, or noise?")
     groups = {name: typer.Typer(no_args_is_help=True, help=text) for name, text in (
         ("data", "Generate task data."), ("train", "Train ensembles of runs into a lab."),
-        ("analyze", "Analyses on stored runs."), ("reproduce", "Reproduce a study end to end."))}
+        ("analyze", "Analyses on stored runs (methods: docs/methods.md). By study: " + "; ".join(
+            f"{s.name}: {', '.join(a.name for a in s.analyses)}" for s in studies()
+            if s.analyses) + "."),
+        ("reproduce", "Reproduce a study end to end."))}
     for name, group in groups.items():
         app.add_typer(group, name=name)
     for study in studies():
@@ -42,6 +46,10 @@ def build_app() -> typer.Typer:
     app.command("report")(report_cmd)
     app.command("sweep")(sweep_cmd)
     app.command("status")(status_cmd)
+    app.command("scale-map")(scale_map_cmd)
+    from rulelab.cli.export import export_app  # issue 10: `rulelab export tl`
+
+    app.add_typer(export_app(), name="export")
     return app
 
 

@@ -1,6 +1,8 @@
 """Running a recipe from the command line — the one path of ``train``, ``reproduce`` and
 ``sweep`` (issue 9): check everything, open the lab, hand the recipe to the driver
-(:func:`rulelab.sweep.driver.run`, the registry's one writer) with a progress bar.
+(:func:`rulelab.sweep.driver.run`, the registry's one writer) with progress: a rich bar on a
+terminal, else a plain line every ``$RULELAB_PROGRESS_SECONDS`` (default 30) seconds, so a run
+under nohup, a scheduler or CI logs where it is.
 
 Checks, all before anything is written: the task's own checks (e.g. study S's sequence space),
 that one run fits the device's memory, the lab path; then the driver reads every unfinished
@@ -9,6 +11,7 @@ run's checkpoint before it takes the lab's lock.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -41,6 +44,34 @@ def check_recipe(recipe, settings) -> None:
         raise UserError(f"{recipe.path}: {as_keys(str(e))}") from None
 
 
+PROGRESS_SECONDS = "RULELAB_PROGRESS_SECONDS"
+
+
+def progress_for(settings, console):
+    """The progress display: none (``--quiet``), a bar on a terminal or in a notebook, else
+    plain lines (a log file) every ``$RULELAB_PROGRESS_SECONDS`` seconds."""
+    from rulelab.sweep.progress import (
+        LINE_SECONDS,
+        LineSweepProgress,
+        RichSweepProgress,
+        SweepProgress,
+    )
+
+    given = os.environ.get(PROGRESS_SECONDS, "").strip()
+    try:
+        every = float(given) if given else LINE_SECONDS
+    except ValueError:
+        every = -1.0
+    if not every > 0 or every == float("inf"):
+        raise UserError(f"{PROGRESS_SECONDS}: {given!r} is not allowed; use a number of seconds "
+                        "> 0 (default 30)")
+    if settings.quiet:
+        return SweepProgress()
+    if console.is_terminal or console.is_jupyter:
+        return RichSweepProgress(console)
+    return LineSweepProgress(every=every)
+
+
 def execute(recipe, settings, lab: Path | None, *, command: str, executor=None,
             interleave_seeds: bool = False):
     """Train ``recipe`` into ``lab`` (created if missing); returns (lab, driver result)."""
@@ -48,11 +79,10 @@ def execute(recipe, settings, lab: Path | None, *, command: str, executor=None,
     from rulelab.store import StoreError
     from rulelab.sweep.driver import run
     from rulelab.sweep.executors import RayUnavailable
-    from rulelab.sweep.progress import RichSweepProgress, SweepProgress
 
+    progress = progress_for(settings, err_console)
     check_lab_path(lab)
     the_lab = open_lab(lab, create=True)
-    progress = SweepProgress() if settings.quiet else RichSweepProgress(err_console)
     name = getattr(executor, "name", "local")
 
     def header(plan) -> None:
@@ -60,7 +90,7 @@ def execute(recipe, settings, lab: Path | None, *, command: str, executor=None,
             else f"; at most {min(plan.caps.values())} per ensemble: memory"
         err_console.print(f"{recipe.experiment}: {plan.n_runs} runs → lab {the_lab.root} "
                           f"({name} executor, {settings.device_label}{capped})", markup=False,
-                          highlight=False)
+                          highlight=False, soft_wrap=True)  # one line in a log file too
 
     try:
         result = run(recipe, the_lab, settings, executor, progress, command=command,

@@ -25,7 +25,8 @@ def _clean(obj):
 
 def runs_cmd(
     lab: Path | None = LabOpt,
-    as_json: bool = typer.Option(False, "--json", help="one JSON object per run"),
+    as_json: bool = typer.Option(False, "--json", help="print a JSON array with one "
+                                 "object per run (its config, status and summary)"),
 ) -> None:
     """One row per configuration: seeds, generalization rate, 95% Wilson CI."""
     from rulelab.report.terminal import console, print_rate_table
@@ -51,8 +52,10 @@ def report_cmd(
     out: Path = typer.Option(Path("report.html"), "--out", help="HTML file to write"),
     lab: Path | None = LabOpt,
 ) -> None:
-    """Write one self-contained HTML report with figures for the lab."""
-    from rulelab.report.html import write_report
+    """Write one self-contained HTML report with figures for the lab: a section per task,
+    with its study's figures and analyses."""
+    from rulelab.report.analyses import read_analyses
+    from rulelab.report.html import by_task, write_report
     from rulelab.report.terminal import console
     from rulelab.report.views import view_of
     from rulelab.store import StoreError
@@ -63,7 +66,8 @@ def report_cmd(
         runs = the_lab.runs()
         the_lab.check_metrics_files(runs)
         metrics = the_lab.read_metrics(skip_damaged=True)  # a damaged file: report the rest
-        analyses = {name: the_lab.read_table(name) for name in view_of(runs).analyses}
+        names = [n for _, part in by_task(runs) for n in view_of(part).analyses]
+        analyses = read_analyses(the_lab, runs, names)  # tracked and post-hoc rows apart
         path = write_report(out, title=f"rulelab report — {the_lab.root.name}", runs=runs,
                             metrics=metrics, analyses=analyses)
     except StoreError as e:

@@ -21,6 +21,9 @@ from rulelab.errors import UserError
 LabOpt = typer.Option(None, "--lab", help="Lab directory (default $RULELAB_HOME or ./rulelab-runs)")
 EpochsOpt = typer.Option("final", "--epochs",
                          help="final, all (every stored snapshot), or a comma list of epochs")
+DEVICE_HELP = "cpu, cuda, cuda:N or mps: one torch can use on this machine"
+QUIET_HELP = ("no progress output (a bar on a terminal; else a line every "
+              "$RULELAB_PROGRESS_SECONDS, default 30 s)")
 PATH_FLAGS = ("--lab", "--out", "--mnist-dir")
 EXPERIMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}")  # as recipe names
 DEVICE = re.compile(r"cpu|cuda(:\d+)?|mps")
@@ -32,16 +35,31 @@ def positive(flag: str, value: int | float | None, low: int = 1) -> None:
         raise UserError(f"{flag}: {value} is not allowed; it must be ≥ {low}")
 
 
-def check_device(device: str, *, here: bool = True) -> str:
-    """``--device``: cpu, cuda, cuda:N or mps — and, with ``here``, present on this machine
-    (planning a GPU sweep needs no GPU here; on Ray the GPUs are the workers')."""
-    if not DEVICE.fullmatch(device):
-        raise UserError(f"--device: {device!r} is not allowed; use cpu, cuda or cuda:N")
-    if here and device.startswith("cuda"):
-        import torch
+def usable_devices() -> list[str]:
+    """The devices torch can use here: ``cpu``, then ``cuda``, ``cuda:0`` … when CUDA GPUs
+    are visible, and ``mps`` when Apple's Metal backend is."""
+    import torch
 
-        if not torch.cuda.is_available():
-            raise UserError(f"--device: {device!r} is not available on this machine; use cpu")
+    out = ["cpu"]
+    if torch.cuda.is_available():
+        out += ["cuda", *(f"cuda:{i}" for i in range(torch.cuda.device_count()))]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        out.append("mps")
+    return out
+
+
+def check_device(device: str, *, here: bool = True) -> str:
+    """``--device``: cpu, cuda, cuda:N or mps — and, with ``here``, one torch can use on this
+    machine (planning a GPU sweep needs no GPU here; on Ray the GPUs are the workers'). A
+    device torch cannot use would otherwise pass and fail every run once training starts."""
+    if not DEVICE.fullmatch(device):
+        raise UserError(f"--device: {device!r} is not allowed; use cpu, cuda, cuda:N or mps")
+    if here:
+        usable = usable_devices()
+        if device not in usable:
+            raise UserError(f"--device: {device!r} is not available on this machine; torch can "
+                            f"use {', '.join(usable)}")
     return device
 
 
@@ -142,13 +160,46 @@ def check_experiment(name: str) -> str:
 
 
 def open_lab(lab: Path | None, *, create: bool):
-    """The lab at ``--lab`` (``create``: made where missing); a store problem is one line."""
-    from rulelab.store import Lab, StoreError
+    """The lab at ``--lab`` (``create``: made where missing); a store problem is one line.
+    A folder that holds labs but is none (``./rulelab-runs`` after ``make quick``, whose lab is
+    ``rulelab-runs/shortcut-saturation-quick``) is refused with the labs it holds."""
+    from rulelab.store import Lab, StoreError, resolve_lab
 
+    if not create:
+        check_holds_labs(resolve_lab(lab))
     try:
         return Lab(lab, create=create)
     except StoreError as e:
         raise UserError(str(e)) from None
+
+
+def labs_inside(folder: Path) -> list[Path]:
+    """The labs one level below ``folder`` (sub-folders with a registry), sorted."""
+    try:
+        return sorted(p for p in folder.iterdir() if (p / "registry.sqlite").is_file())
+    except OSError:  # missing, a file, unreadable: the store's own message says which
+        return []
+
+
+def check_holds_labs(root: Path) -> None:
+    """``root`` has no registry but labs inside it: name them and the flag that picks one."""
+    if (root / "registry.sqlite").exists():
+        return
+    labs = labs_inside(root)
+    if not labs:
+        return
+    shown = [shown_path(p) for p in labs[:6]]
+    more = f" and {len(labs) - 6} more" if len(labs) > 6 else ""
+    raise UserError(f"--lab: no lab at {shown_path(root)}, but it holds {len(labs)}: "
+                    f"{', '.join(shown)}{more}; pick one with --lab, e.g. --lab {shown[0]}")
+
+
+def shown_path(path: Path) -> str:
+    """``path`` relative to the working directory when below it, else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def existing_lab(lab: Path | None):

@@ -6,6 +6,8 @@ registered study (:class:`rulelab.study.Study`)."""
 from __future__ import annotations
 
 import inspect
+import json
+import shlex
 import time
 from pathlib import Path
 
@@ -29,11 +31,11 @@ def reproduce_command(study):
         inspect.Parameter("lab", KW, annotation=Path | None, default=typer.Option(
             None, "--lab", help=f"default rulelab-runs/{study.name}-<scale>")),
         inspect.Parameter("device", KW, annotation=str, default=typer.Option(
-            "cpu", "--device", help="cpu, cuda or cuda:N")),
+            "cpu", "--device", help=options.DEVICE_HELP)),
         inspect.Parameter("precision", KW, annotation=str | None, default=typer.Option(
             None, "--precision", help="fp32 or bf16 (default: the recipe's)")),
         inspect.Parameter("quiet", KW, annotation=bool, default=typer.Option(
-            False, "--quiet", help="no progress bar")),
+            False, "--quiet", help=options.QUIET_HELP)),
     ]
 
     def run(scale: str, out: Path | None, lab: Path | None, device: str,
@@ -72,3 +74,24 @@ def reproduce(study, scale, out, lab, device, precision, quiet) -> None:
                                               console, train_seconds))
     except StoreError as e:  # reading the lab back or writing the report
         raise UserError(str(e)) from None
+    for line in next_steps(study, the_lab.root, out):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def next_steps(study, lab: Path, out: Path) -> list[str]:
+    """The commands that inspect the lab a reproduction wrote (issue 10: after ``make quick``
+    a new user should not have to guess that its lab is not ``./rulelab-runs``)."""
+    from rulelab.cli.options import shown_path
+
+    where = shlex.quote(shown_path(lab))
+    code = f"import rulelab; lab = rulelab.load({json.dumps(shown_path(lab))}); print(lab.runs)"
+    lines = ["", f"inspect the lab {shown_path(lab)}:",
+             f"  rulelab runs --lab {where}",
+             f"  rulelab status --lab {where}",
+             f"  rulelab report --lab {where} --out {shlex.quote(shown_path(out))}"]
+    names = [a.name for a in study.analyses]
+    if names:
+        others = f"  (also: {', '.join(names[1:])})" if names[1:] else ""
+        lines.append(f"  rulelab analyze {names[0]} --lab {where}{others}")
+    lines.append(f"  python -c {shlex.quote(code)}")
+    return lines

@@ -35,7 +35,7 @@ def sweep_cmd(
     executor: str = typer.Option("local", "--executor", help="local or ray"),
     address: str | None = typer.Option(None, "--address", help="Ray cluster (auto, ray://…); "
                                        "default: start a local Ray runtime"),
-    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N"),
+    device: str = typer.Option("cpu", "--device", help=options.DEVICE_HELP),
     precision: str | None = typer.Option(None, "--precision", help="fp32 or bf16 (autocast); "
                                          "default: the recipe's, else fp32"),
     max_members: int | None = typer.Option(None, "--max-members",
@@ -49,7 +49,7 @@ def sweep_cmd(
                                        "threads) per chunk"),
     gpus_per_chunk: float | None = typer.Option(None, "--gpus-per-chunk",
                                                 help="Ray: GPUs per chunk (default 1 on cuda)"),
-    quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+    quiet: bool = typer.Option(False, "--quiet", help=options.QUIET_HELP),
 ) -> None:
     """Run a recipe: every run trained once, packed into ensembles; re-run to resume."""
     from rulelab.cli.execute import check_recipe, execute

@@ -35,9 +35,10 @@ def execution_options(task) -> list[inspect.Parameter]:
     tracked = ",".join(sorted(task.trackers)) or "none for this task"
     return [
         _opt("seeds", int, 1, "--seeds", help="number of model seeds"),
-        _opt("seed_start", int, 0, "--seed-start"),
-        _opt("experiment", str, task.name, "--experiment"),
-        _opt("device", str, "cpu", "--device", help="cpu, cuda or cuda:N"),
+        _opt("seed_start", int, 0, "--seed-start", help="first model seed (seeds run from here)"),
+        _opt("experiment", str, task.name, "--experiment",
+             help="name the runs are filed under in the lab (rulelab status)"),
+        _opt("device", str, "cpu", "--device", help=options.DEVICE_HELP),
         _opt("precision", str, "fp32", "--precision", help="fp32, or bf16 autocast where this "
              "device multiplies in bf16 natively"),
         _opt("max_members", int, 64, "--max-members", help="most runs per ensemble"),
@@ -50,7 +51,7 @@ def execution_options(task) -> list[inspect.Parameter]:
         _opt("track_every", str, "log", "--track-every", help="log or an epoch interval"),
         _opt("snapshots", int, 0, "--snapshots", help="keep weights at ~N log-spaced epochs"),
         inspect.Parameter("lab", KW, annotation=Path | None, default=options.LabOpt),
-        _opt("quiet", bool, False, "--quiet", help="no progress bar"),
+        _opt("quiet", bool, False, "--quiet", help=options.QUIET_HELP),
     ]
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import PercentFormatter
+from matplotlib.ticker import NullLocator, PercentFormatter
 
 from rulelab.analysis.stats import config_columns, rate_table
 from rulelab.report.views import RunsView, view_of
@@ -34,10 +34,39 @@ def new_figure(width: float, height: float) -> Figure:
     return fig
 
 
+def legend_columns(fig: Figure, labels, fontsize: float = 8) -> int:
+    """How many legend columns of ``labels`` fit across ``fig`` (a legend above a narrow
+    figure is otherwise cut at its edges): each column is as wide as the longest label, at
+    about 0.55 em per character, plus the handle."""
+    labels = [str(lab) for lab in labels] or [""]
+    per_column = 0.7 + max(map(len, labels)) * 0.55 * fontsize / 72  # inches
+    return max(1, min(len(labels), int(fig.get_figwidth() / per_column)))
+
+
+def data_ticks(axis, values) -> None:
+    """Major ticks of a log ``axis`` at the data's own ``values`` (e.g. widths 9, 33), labelled
+    plainly, minor ticks off: ``2^4, 2^5`` between points at 9 and 33 read as wrong data."""
+    values = sorted({float(v) for v in values if v == v and v > 0})
+    if not values:
+        return
+    axis.set_ticks(values, [f"{v:g}" for v in values])
+    axis.set_minor_locator(NullLocator())
+
+
+PLACEHOLDER = "placeholder"  # gid of the text a panel shows instead of data
+
+
 def empty_panel(ax, message: str) -> None:
-    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="0.4")
+    """``message`` in place of data; :func:`placeholders` counts it (the report marks it)."""
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="0.4",
+            gid=PLACEHOLDER)
     ax.set_xticks([])
     ax.set_yticks([])
+
+
+def placeholders(fig: Figure) -> list[str]:
+    """The messages the figure shows in place of data ("no metrics yet", …)."""
+    return [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == PLACEHOLDER]
 
 
 def _x_column(metrics: pd.DataFrame) -> str:
@@ -113,7 +142,8 @@ def _curve_grid(
         if not logy and (chance := view.chance(g)):
             ax.axhline(chance[0], ls=":", lw=0.8, color="0.5")
         if not drawn:
-            ax.text(0.5, 0.5, "no metrics yet", ha="center", transform=ax.transAxes, color="0.4")
+            ax.text(0.5, 0.5, "no metrics yet", ha="center", transform=ax.transAxes,
+                    color="0.4", gid=PLACEHOLDER)
         ax.set_title(title, fontsize=8.5)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
@@ -136,8 +166,8 @@ def _curve_grid(
     if mark:
         handles.append(Line2D([], [], ls="none", marker="v", color=MARK, mec="black", mew=0.5,
                               label=mark[1]))
-    fig.legend(handles=handles, loc="outside upper center", ncols=len(handles), fontsize=8,
-               frameon=False)
+    fig.legend(handles=handles, loc="outside upper center", fontsize=8, frameon=False,
+               ncols=legend_columns(fig, [h.get_label() for h in handles]))
     if len(groups) > len(shown):
         fig.supxlabel(f"showing {len(shown)} of {len(groups)} configurations", fontsize=8)
     return fig

@@ -6,9 +6,10 @@ the footer names every code version that produced the runs shown (SPEC "Cross-cu
 every stored result carries the code version that produced it).
 
 Generic over studies: the rate table, the study's figures and its curves come from the runs'
-task view (:class:`rulelab.report.views.RunsView`); a study's own report page (e.g. study M's
-findings) is built from the public pieces here (:func:`figure_html`, :func:`page`,
-:func:`write_page`).
+task view (:class:`rulelab.report.views.RunsView`), one section per task when a lab holds
+several (issue 10); a study's own report page (e.g. study M's findings) is built from the
+public pieces here (:func:`figure_html`, :func:`page`, :func:`write_page`) and draws the same
+figures as its view.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from rulelab.report.figures import accuracy_curves, loss_curves
+from rulelab.report.figures import accuracy_curves, loss_curves, placeholders
 from rulelab.report.rates import RateTable, rate_tables
 from rulelab.report.views import view_of
 from rulelab.store.errors import write_errors
@@ -57,9 +58,16 @@ def figure_png_base64(fig: Figure, dpi: int = 110) -> str:
 
 
 def figure_html(fig: Figure, caption: str) -> str:
+    """``fig`` as an embedded PNG under ``caption``; panels that show a message in place of
+    data ("no metrics yet") are listed in the ``data-placeholders`` attribute, so a check of
+    the page (tests/integration/test_report_browser.py) can tell them from drawn data."""
     src = "data:image/png;base64," + figure_png_base64(fig)
     alt = html.escape(caption, quote=True)
-    return f'<figure><img src="{src}" alt="{alt}"><figcaption>{alt}</figcaption></figure>'
+    empty = placeholders(fig)
+    mark = (' data-placeholders="' + html.escape("; ".join(empty), quote=True) + '"'
+            if empty else "")
+    return (f'<figure{mark}><img src="{src}" alt="{alt}"><figcaption>{alt}</figcaption>'
+            "</figure>")
 
 
 def rate_table_html(table: RateTable) -> str:
@@ -114,46 +122,70 @@ def write_report(
 ) -> Path:
     """Write one self-contained HTML report and return its path.
 
-    Holds the rate table (Wilson CI and k/n per configuration, under the view's scale line and
-    above its notes), the view's figures (study S: rate vs spurious ratio, with the paper's
-    points only where the runs are at its setting), accuracy and loss curves with per-seed
-    lines, the view's analysis section built from ``analyses`` (name → table as
-    ``Lab.read_table`` returns it; study S: "Mechanistic analyses", SPEC S.4), then
-    ``sections`` as (heading, body) pairs — a body starting with ``<`` is inserted as HTML,
-    any other is escaped text — and a footer with the code versions and the generation time.
-    The write is atomic (temp file + ``os.replace``).
+    Per task in ``runs`` (a lab with two tasks gets a section per task; issue 10), from the
+    task's view (:class:`rulelab.report.views.RunsView`): the rate table (Wilson CI and k/n
+    per configuration, under the view's scale line and above its notes), the view's figures
+    (study S: rate vs spurious ratio, with the paper's points only where the runs are at its
+    setting; study M: double descent and learning order), accuracy and loss curves with
+    per-seed lines, the view's analysis section built from ``analyses`` (name → table as
+    :func:`rulelab.report.analyses.read_analyses` returns it; study S: "Mechanistic
+    analyses", SPEC S.4). Then ``sections`` as (heading, body) pairs — a body starting with
+    ``<`` is inserted as HTML, any other is escaped text — and a footer with the code versions
+    and the generation time. The write is atomic (temp file + ``os.replace``).
     """
-    view = view_of(runs)
-    runs = view.upgrade(runs, metrics)  # e.g. labs summarised by an older criterion
     parts = [f"<h1>{html.escape(title)}</h1>", f'<p class="meta">{status_line(runs)}</p>']
     analyses = {k: v for k, v in (analyses or {}).items() if v is not None and not v.empty}
     if runs.empty:
         parts.append('<p class="empty">This lab has no runs yet: nothing to plot.</p>')
-    else:
-        tables = rate_tables(runs, metrics)
-        if {"status", "generalized"} <= set(runs.columns):
-            parts.append("<h2>Generalization rate</h2>")
-            parts += [rate_table_html(t) for t in tables]
-        else:
-            parts += [f'<p class="meta">{html.escape(line)}</p>' for t in tables
-                      for line in t.above]
-        parts.append("<h2>Figures</h2>")
-        parts += [figure_html(fig, caption) for fig, caption in
-                  view.figures(runs, metrics, analyses)]
-        if view.curves:
-            parts.append(figure_html(accuracy_curves(runs, metrics, view=view),
-                                     "Accuracy per configuration, one line per seed"))
-        if view.losses and _has_series(metrics, view.losses):
-            parts.append(figure_html(loss_curves(runs, metrics, view=view),
-                                     "Loss per configuration, one line per seed"))
-        heading, extra = view.extra_figures(runs, metrics, analyses)
-        if extra:
-            parts.append(f"<h2>{html.escape(heading)}</h2>")
-            parts += [figure_html(fig, caption) for fig, caption in extra]
+    parts += [part for task, task_runs in by_task(runs)
+              for part in task_section(task_runs, metrics, analyses, task)]
     for heading, body in sections or []:
         parts += [f"<h2>{html.escape(heading)}</h2>", section_body(body)]
     parts.append(footer(runs))
     return write_page(path, page(title, parts))
+
+
+def by_task(runs: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame]]:
+    """``[(task, its runs)]`` — one pair with task None when ``runs`` hold one task or none;
+    each part keeps only the columns its task fills."""
+    if runs.empty or "task" not in runs.columns or runs["task"].nunique() < 2:
+        return [(None, runs)] if not runs.empty else []
+    return [(str(t), part.dropna(axis=1, how="all")) for t, part in runs.groupby("task")]
+
+
+def task_section(runs: pd.DataFrame, metrics: pd.DataFrame, analyses: dict[str, pd.DataFrame],
+                 task: str | None = None) -> list[str]:
+    """The HTML parts of one task's runs: rate table, figures, curves, analysis figures;
+    under an ``<h2>`` naming ``task`` (its headings one level down) when given."""
+    view = view_of(runs)
+    runs = view.upgrade(runs, metrics)  # e.g. labs summarised by an older criterion
+    ids = set(runs["run_id"]) if "run_id" in runs.columns else set()
+    if "run_id" in metrics.columns:
+        metrics = metrics[metrics["run_id"].isin(ids)]
+    analyses = {k: v[v["run_id"].isin(ids)] if "run_id" in v.columns else v
+                for k, v in analyses.items()}
+    analyses = {k: v for k, v in analyses.items() if not v.empty}
+    h = "h3" if task else "h2"
+    parts = [f"<h2>Task {html.escape(task)}: {status_line(runs)}</h2>"] if task else []
+    tables = rate_tables(runs, metrics)
+    if {"status", "generalized"} <= set(runs.columns):
+        parts.append(f"<{h}>Generalization rate</{h}>")
+        parts += [rate_table_html(t) for t in tables]
+    else:
+        parts += [f'<p class="meta">{html.escape(line)}</p>' for t in tables for line in t.above]
+    parts.append(f"<{h}>Figures</{h}>")
+    parts += [figure_html(fig, caption) for fig, caption in view.figures(runs, metrics, analyses)]
+    if view.curves:
+        parts.append(figure_html(accuracy_curves(runs, metrics, view=view),
+                                 "Accuracy per configuration, one line per seed"))
+    if view.losses and _has_series(metrics, view.losses):
+        parts.append(figure_html(loss_curves(runs, metrics, view=view),
+                                 "Loss per configuration, one line per seed"))
+    heading, extra = view.extra_figures(runs, metrics, analyses)
+    if extra:
+        parts.append(f"<{h}>{html.escape(heading)}</{h}>")
+        parts += [figure_html(fig, caption) for fig, caption in extra]
+    return parts
 
 
 def page(title: str, parts: list[str]) -> str:

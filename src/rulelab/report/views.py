@@ -38,6 +38,7 @@ class RunsView:
     mark: tuple[str, str] | None = None  # (summary column of an epoch, legend) marked at 100%
     analyses: tuple[str, ...] = ()  # analysis tables (``<lab>/analyses/<name>``) its report reads
     short: dict[str, str] = {}  # how a config column reads in a label: {"ratio": "r={}"}
+    names: dict[str, str] = {}  # how a stored name reads in a legend: {"G_no_mu": "G without μ"}
 
     def upgrade(self, runs: pd.DataFrame, metrics=None) -> pd.DataFrame:
         """``runs`` with summaries of older versions mapped to the current columns."""

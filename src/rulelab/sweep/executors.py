@@ -8,7 +8,7 @@ registry; chunks write their runs' files (checkpoints, metrics) into the lab dir
 
 - :class:`LocalExecutor` (default): chunks one after another in this process. A killed sweep
   is resumed by running it again.
-- :class:`RayExecutor` (``pip install 'rulelab[ray]'``): each chunk is a Ray task with its CPU
+- :class:`RayExecutor` (``pip install -e '.[ray]'``): each chunk is a Ray task with its CPU
   and GPU resources, at most as many in flight as the cluster can hold. A task whose worker
   dies is retried by Ray (``max_retries``) and resumes from its runs' last checkpoints. The
   workers must see the lab directory at the same path (one machine: nothing to do; a cluster:
@@ -43,7 +43,7 @@ def import_ray():
         import ray
     except ImportError:
         raise RayUnavailable("Ray is not installed; install it with "
-                             "pip install 'rulelab[ray]'") from None
+                             "pip install 'ray[default]>=2.9'") from None
     return ray
 
 

@@ -1,12 +1,22 @@
-"""Sweep progress: one rich bar over the whole sweep (issue: "runs done, members generalized,
-and an ETA").
+"""Sweep progress: runs done, members generalized, failed, and an ETA (issue 10: "progress
+anywhere").
 
-The unit is the member-epoch (one run trained one epoch), so the bar and its ETA advance
+The unit is the member-epoch (one run trained one epoch), so progress and its ETA advance
 evenly across chunks of any size. In-process chunks (local executor) report every evaluation;
-remote chunks (Ray) report when they finish.
+remote chunks (Ray) report when they finish. :class:`SweepCounts` keeps the counts; two
+displays draw them: a rich bar on a terminal (:class:`RichSweepProgress`) and, where output
+goes to a file (nohup, a scheduler, CI), one plain line every ``every`` seconds
+(:class:`LineSweepProgress`), since a bar that only draws on a terminal leaves such a log
+silent for hours.
 """
 
 from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TextIO
 
 from rich.console import Console
 from rich.progress import (
@@ -19,6 +29,8 @@ from rich.progress import (
 )
 
 from rulelab.train.runner import EpochProgress as EpochCallbacks
+
+LINE_SECONDS = 30.0  # a plain progress line this often, when output is not a terminal
 
 
 class SweepProgress:
@@ -33,48 +45,41 @@ class SweepProgress:
         return EpochCallbacks()
 
 
-class RichSweepProgress(SweepProgress):
-    """``paper ━━━━ 12% runs 240/2400 gen 31 failed 0 · chunk 5/40 2L·2H × 60 0:41:10 < 5:02:00``"""
+class SweepCounts(SweepProgress):
+    """What the driver reported so far; :meth:`show` draws it (subclasses)."""
 
-    def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True)
-        self.bar: Progress | None = None
-        self.task = None
+    def __init__(self) -> None:
+        self.experiment = ""
         self.done = self.generalized = self.failed = self.finished_chunks = 0
         self.base = 0  # member-epochs of finished chunks
+        self.completed = self.total = 0  # member-epochs, finished chunks and running ones
+        self.live_gen = self.live_fail = 0  # of the running in-process chunk
+        self.chunk = ""  # "chunk 5/40 2L·2H × 60" while one runs
+        self.at_epoch = ""  # "epoch 120/15000" of the running in-process chunk
         self.n_runs = self.n_chunks = 0
         self.chunk_work: dict[int, int] = {}
 
     def begin(self, plan) -> None:
+        self.experiment = plan.experiment
         self.n_runs, self.n_chunks = plan.n_todo, len(plan.chunks)
+        self.total = max(plan.seed_epochs(), 1)
         self.chunk_work = {c.index: (c.configs[0].epochs - c.start_epoch) * len(c.configs)
                            for c in plan.chunks}
-        self.bar = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
-            TextColumn("runs {task.fields[runs]} [green]gen {task.fields[gen]}[/] "
-                       "[red]{task.fields[fail]}[/]· {task.fields[chunk]}"),
-            TimeElapsedColumn(), TextColumn("<"), TimeRemainingColumn(),
-            console=self.console, transient=False,
-        )
-        self.bar.start()
-        self.task = self.bar.add_task(plan.experiment, total=max(plan.seed_epochs(), 1),
-                                      completed=0, **self._fields(""))
-
-    def _fields(self, chunk: str, live_gen: int = 0, live_fail: int = 0) -> dict:
-        fail = self.failed + live_fail
-        return dict(runs=f"{self.done + self.failed}/{self.n_runs}",
-                    gen=str(self.generalized + live_gen),
-                    fail=f"failed {fail} " if fail else "", chunk=chunk)
-
-    def _chunk_text(self, spec) -> str:
-        return f"chunk {self.finished_chunks + 1}/{self.n_chunks} {spec.label}"
 
     def chunk_started(self, spec) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, **self._fields(self._chunk_text(spec)))
+        self.chunk = f"chunk {self.finished_chunks + 1}/{self.n_chunks} {spec.label}"
+        self.show()
 
     def epoch_callbacks(self, spec) -> EpochCallbacks:
         return _ChunkEpochs(self, spec)
+
+    def epoch(self, spec, member_epochs: int, n_generalized: int, n_failed: int,
+              at_epoch: str = "") -> None:
+        """A running chunk's evaluation: ``member_epochs`` of it done so far."""
+        self.at_epoch = at_epoch
+        self.completed = self.base + min(member_epochs, self.chunk_work.get(spec.index, 0))
+        self.live_gen, self.live_fail = n_generalized, n_failed
+        self.show()
 
     def chunk_finished(self, spec, outcomes) -> None:
         for o in outcomes:
@@ -85,8 +90,54 @@ class RichSweepProgress(SweepProgress):
                 self.failed += 1
         self.finished_chunks += 1
         self.base += self.chunk_work.get(spec.index, 0)
+        self.completed, self.live_gen, self.live_fail = self.base, 0, 0
+        self.chunk = self.at_epoch = ""
+        self.show()
+
+    def show(self) -> None: ...
+
+    @property
+    def runs_text(self) -> str:
+        return f"{self.done + self.failed}/{self.n_runs}"
+
+    @property
+    def n_generalized(self) -> int:
+        return self.generalized + self.live_gen
+
+    @property
+    def n_failed(self) -> int:
+        return self.failed + self.live_fail
+
+
+class RichSweepProgress(SweepCounts):
+    """``paper ━━━━ 12% runs 240/2400 gen 31 failed 0 · chunk 5/40 2L·2H × 60 0:41:10 < 5:02:00``"""
+
+    def __init__(self, console: Console | None = None) -> None:
+        super().__init__()
+        self.console = console or Console(stderr=True)
+        self.bar: Progress | None = None
+        self.task = None
+
+    def begin(self, plan) -> None:
+        super().begin(plan)
+        self.bar = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
+            TextColumn("runs {task.fields[runs]} [green]gen {task.fields[gen]}[/] "
+                       "[red]{task.fields[fail]}[/]· {task.fields[chunk]}"),
+            TimeElapsedColumn(), TextColumn("<"), TimeRemainingColumn(),
+            console=self.console, transient=False,
+        )
+        self.bar.start()
+        self.task = self.bar.add_task(plan.experiment, total=self.total, completed=0,
+                                      **self._fields())
+
+    def _fields(self) -> dict:
+        return dict(runs=self.runs_text, gen=str(self.n_generalized), chunk=self.chunk,
+                    fail=f"failed {self.n_failed} " if self.n_failed else "")
+
+    def show(self) -> None:
         if self.bar is not None:
-            self.bar.update(self.task, completed=self.base, **self._fields(""))
+            self.bar.update(self.task, completed=self.completed, **self._fields())
 
     def end(self) -> None:
         if self.bar is not None:
@@ -94,21 +145,99 @@ class RichSweepProgress(SweepProgress):
             self.bar = None
 
 
-class _ChunkEpochs(EpochCallbacks):
-    """Per-epoch callbacks of one in-process chunk, folded into the sweep bar."""
+class LineSweepProgress(SweepCounts):
+    """One plain line every ``every`` seconds, and one at the end, for a log file::
 
-    def __init__(self, sweep: RichSweepProgress, spec) -> None:
+        progress paper: 12.0% (288000/2400000 member-epochs) · runs 240/2400 · generalized 31
+        · failed 0 · chunk 5/40 2L·2H × 60 epoch 1200/15000 · 0:41:10 elapsed · ETA 5:02:00
+
+    (on one line). Events (an evaluation, a finished chunk) print when the interval has
+    passed; a ``heartbeat`` thread prints when no event comes for that long (a big data set
+    being built, a Ray chunk that reports only when it ends), so the log never goes quiet for
+    longer. ``clock`` is injectable, and the heartbeat can be turned off, so a test can drive
+    time.
+    """
+
+    def __init__(self, out: TextIO | None = None, *, every: float = LINE_SECONDS,
+                 clock: Callable[[], float] = time.monotonic, heartbeat: bool = True) -> None:
+        super().__init__()
+        self.out, self.every, self.clock, self.heartbeat = out, every, clock, heartbeat
+        self.started = self.last = 0.0
+        self.running = False
+        self.lock = threading.Lock()  # the heartbeat and the driver's events both print
+        self.stopped = threading.Event()
+        self.beat: threading.Thread | None = None
+
+    def begin(self, plan) -> None:
+        super().begin(plan)
+        self.started = self.last = self.clock()
+        self.running = True
+        if self.heartbeat:
+            self.stopped.clear()
+            self.beat = threading.Thread(target=self._beat, name="rulelab-progress",
+                                         daemon=True)
+            self.beat.start()
+
+    def _beat(self) -> None:
+        while not self.stopped.wait(min(self.every, 1.0)):
+            self.show()
+
+    def show(self) -> None:
+        with self.lock:
+            now = self.clock()
+            if self.running and now - self.last >= self.every:
+                self.last = now
+                self.write(self.line(now))
+
+    def end(self) -> None:
+        self.stopped.set()
+        if self.beat is not None:
+            self.beat.join()
+            self.beat = None
+        with self.lock:
+            if self.running:
+                self.running = False
+                self.write(self.line(self.clock(), final=True))
+
+    def line(self, now: float, *, final: bool = False) -> str:
+        elapsed = now - self.started
+        share = self.completed / self.total
+        if final:
+            eta = "finished"
+        elif self.completed and elapsed > 0:
+            eta = f"ETA {clock_text((self.total - self.completed) * elapsed / self.completed)}"
+        else:
+            eta = "ETA unknown"
+        parts = [f"progress {self.experiment}: {100 * share:.1f}% ({self.completed}/"
+                 f"{self.total} member-epochs)", f"runs {self.runs_text}",
+                 f"generalized {self.n_generalized}", f"failed {self.n_failed}",
+                 *([f"{self.chunk} {self.at_epoch}".strip()] if self.chunk and not final
+                   else []),
+                 f"{clock_text(elapsed)} elapsed", eta]
+        return " · ".join(parts)
+
+    def write(self, line: str) -> None:
+        out = self.out or sys.stderr  # looked up late: tests swap sys.stderr
+        print(line, file=out, flush=True)
+
+
+def clock_text(seconds: float) -> str:
+    """``3725.2`` → ``1:02:05``."""
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+class _ChunkEpochs(EpochCallbacks):
+    """Per-epoch callbacks of one in-process chunk, folded into the sweep's counts."""
+
+    def __init__(self, sweep: SweepCounts, spec) -> None:
         self.sweep, self.spec = sweep, spec
-        self.start_epoch, self.members = 0, 0
+        self.start_epoch, self.members, self.total_epochs = 0, 0, 0
 
     def start(self, label: str, total_epochs: int, done_epochs: int, n_members: int) -> None:
         self.start_epoch, self.members = done_epochs, n_members
+        self.total_epochs = total_epochs
 
     def update(self, epoch: int, n_generalized: int, n_failed: int) -> None:
-        s = self.sweep
-        if s.bar is None:
-            return
-        done = (epoch - self.start_epoch) * self.members
-        limit = s.chunk_work.get(self.spec.index, 0)
-        s.bar.update(s.task, completed=s.base + min(done, limit),
-                     **s._fields(s._chunk_text(self.spec), n_generalized, n_failed))
+        self.sweep.epoch(self.spec, (epoch - self.start_epoch) * self.members, n_generalized,
+                         n_failed, f"epoch {epoch}/{self.total_epochs}")

@@ -3,7 +3,7 @@
 Sources (nothing is downloaded):
 
 - ``sklearn`` (default): scikit-learn's bundled 8×8 digits (1,797 images, shipped inside the
-  package; optional extra ``rulelab[sklearn]``). Pixels 0..16 are scaled to [0, 1]. The data
+  package; scikit-learn is a dependency of rulelab). Pixels 0..16 are scaled to [0, 1]. The data
   seed shuffles the images; the last ``round(test_frac·n)`` are the test set.
 - ``mnist``: local IDX files in one folder — ``train-images-idx3-ubyte``,
   ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte``, ``t10k-labels-idx1-ubyte``, each
@@ -53,7 +53,7 @@ def load_sklearn_digits() -> tuple[np.ndarray, np.ndarray]:
     try:
         from sklearn.datasets import load_digits
     except ImportError:
-        raise ImportError("scikit-learn is not installed; pip install 'rulelab[sklearn]' "
+        raise ImportError("scikit-learn is not installed; pip install 'scikit-learn>=1.3' "
                           "or pass --mnist-dir") from None
     d = load_digits()
     return (d.data / 16.0).astype(np.float32), d.target.astype(np.int64)

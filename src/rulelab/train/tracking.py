@@ -5,7 +5,9 @@ the live trainer returning a tidy frame with a ``member`` column). ``--track a,b
 --track-every log`` runs them on the whole ensemble at log-spaced epochs (early dynamics are
 dense) and stores one table per analysis and run, ``analyses/<name>/<run_id>.parquet``. On
 resume the rows up to the checkpoint epoch are kept, so a killed-and-resumed run tracks the
-same rows as an uninterrupted one.
+same rows as an uninterrupted one. Tracked rows carry ``source = "tracked"``: a post-hoc
+``rulelab analyze`` of the same name writes to the same folder, and readers
+(:mod:`rulelab.report.analyses`) keep the two apart.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Tracker:
             frame = fn(trainer)
             frame.insert(0, "run_id", [trainer.configs[int(m)].run_id for m in frame["member"]])
             frame.insert(1, "epoch", trainer.epoch)
+            frame["source"] = "tracked"  # apart from `rulelab analyze` rows of the same name
             self.rows[name].append(frame.drop(columns="member"))
         trainer.model.train(was_training)
 

@@ -27,7 +27,7 @@ from rulelab.studies.coexistence.dataset import (
     digits_flags,
 )
 from rulelab.studies.coexistence.digits_config import DigitsRunConfig
-from rulelab.study import DataCommand, Study, Task
+from rulelab.study import Claim, DataCommand, Study, Task
 
 _HERE = "rulelab.studies.coexistence"
 
@@ -37,8 +37,9 @@ MODULAR = Task(
     trainer=f"{_HERE}.trainer:ModularTrainer",
     cost=modular_cost,
     views=f"{_HERE}.views:MODULAR",
-    help="Train modular-arithmetic MLPs over a grid of values × seeds (SPEC M.2–M.3). Runs that "
-         "share every shape field (P, width, activation, optimizer, …) train as one ensemble.",
+    help="Train modular-arithmetic MLPs over a grid of values × seeds (docs/methods.md § "
+         "M.2–M.3). Runs that share every shape field (P, width, activation, optimizer, …) "
+         "train as one ensemble.",
     axes=("width", "activation", "optimizer", "noise", "weight_decay", "lr", "data_seed"),
     defaults={"momentum": None, "nesterov": None},  # by optimizer (ModularRunConfig)
     shape_flags="--width/--p",
@@ -55,7 +56,8 @@ DIGITS = Task(
     trainer=f"{_HERE}.digits:DigitsTrainer",
     cost=digits_cost,
     views=f"{_HERE}.views:DIGITS",
-    help="Digits / MNIST learning order: a 3-layer MLP, full batch, label noise (SPEC M.4.7).",
+    help="Digits / MNIST learning order: a 3-layer MLP, full batch, label noise "
+         "(docs/methods.md § M.4.7).",
     axes=DIGITS_AXES,
     defaults={"noise": [0.05, 0.2]},
     hidden=("source",),
@@ -72,4 +74,10 @@ STUDY = Study(
     recipes=Path(__file__).parent / "recipes",
     reproduce=f"{_HERE}.reproduce:reproduce",
     analyses=ANALYSES,
+    claims=(  # read at every scale by `rulelab scale-map coexistence` (claims.py)
+        Claim("M1", "coexistence: the trained network memorizes the noisy labels and still "
+              "generalizes, better with width, even at α = 0.8", f"{_HERE}.claims:coexistence"),
+        Claim("M2", "frequency filtering: FF's G network is near-perfect on test at α = 0.8",
+              f"{_HERE}.claims:frequency_filtering"),
+    ),
 )

@@ -18,20 +18,20 @@ def _window(w: float) -> str | None:
 
 ANALYSES = (
     Analysis("ff", "Frequency filtering: original vs G (dominant frequency) vs R (residual) "
-             "(SPEC M.4.3).", f"{_RUN}:ff"),
+             "(docs/methods.md § M.4.3).", f"{_RUN}:ff"),
     Analysis("swap", "Activation swap: trained weights scored with every activation "
-             "(SPEC M.4.4).", f"{_RUN}:swap"),
+             "(docs/methods.md § M.4.4).", f"{_RUN}:swap"),
     Analysis("neurons", "IPR and strength scores, top-k / bottom partition, pruning curves "
-             "(SPEC M.4.5).", f"{_RUN}:neurons",
+             "(docs/methods.md § M.4.5).", f"{_RUN}:neurons",
              options=(Option("k_frac", 0.5, "share of neurons in the top (rule) subnetwork; "
                              "the rest form the bottom one, in [0, 1]", _share),)),
-    Analysis("order", "Learning order (SPEC M.4.2): the early lead of noisy- over clean-train "
-             "accuracy over the first T epochs (mean lead, first-evaluation lead, "
+    Analysis("order", "Learning order (docs/methods.md § M.4.2): the early lead of noisy- "
+             "over clean-train accuracy over the first T epochs (mean lead, first-evaluation lead, "
              "loss-decrease rates; every run with α > 0 counts), beside the old "
              "first-step-at-50% reading with its own n.", f"{_RUN}:order", epochs=False,
              options=(Option("window", 100.0, "T: read the early lead over the first T epochs "
                              "(full batch: steps; > 0); the paper's modular window is ≈ 200 "
                              "steps, its MNIST reading epochs 1–2", _window),)),
     Analysis("dd", "Double descent: final test accuracy vs width with seed spread, and its dip "
-             "(SPEC M.4.1).", f"{_RUN}:dd", epochs=False),
+             "(docs/methods.md § M.4.1).", f"{_RUN}:dd", epochs=False),
 )

@@ -60,32 +60,35 @@ class ModularRunConfig(RunConfig):
     data_seed: int = Field(0, ge=0, lt=2**31, description="pair order, split and noise")
     # --- model (M.2) ---
     width: int = Field(257, ge=1, le=1_000_000, description="M: hidden neurons (paper 2^j+1)")
-    activation: Activation = "relu"
+    activation: Activation = Field("relu", description="φ: hidden activation")
     tied: bool = Field(False, description="U = V")
     bias: bool = Field(True, description="output bias μ")
     init: Literal["inv_sqrt", "doshi"] = Field(
         "inv_sqrt", description="init std 1/√M or Doshi et al.'s 0.5/(2M)^(1/3)")
     # --- training (M.3) ---
     loss: Literal["ce", "mse"] = Field("ce", description="cross-entropy or MSE on one-hot")
-    optimizer: Literal["adamw", "adam", "sgd", "muon"] = "adamw"
-    lr: float = Field(1e-3, gt=0.0, le=100.0)
+    optimizer: Literal["adamw", "adam", "sgd", "muon"] = Field("adamw", description="optimizer")
+    lr: float = Field(1e-3, gt=0.0, le=100.0, description="learning rate")
     weight_decay: float = Field(0.1, ge=0.0, le=100.0, description="decoupled (adamw, muon) "
                                 "or L2 (adam, sgd)")
-    beta1: float = Field(0.9, ge=0.0, lt=1.0)
-    beta2: float = Field(0.98, ge=0.0, lt=1.0)
-    eps: float = Field(1e-8, gt=0.0, le=1.0)
+    beta1: float = Field(0.9, ge=0.0, lt=1.0, description="Adam β₁ (gradient average)")
+    beta2: float = Field(0.98, ge=0.0, lt=1.0, description="Adam β₂ (squared-gradient average)")
+    eps: float = Field(1e-8, gt=0.0, le=1.0, description="Adam ε (denominator floor)")
     momentum: float = Field(0.0, ge=0.0, lt=1.0, description="sgd 0.9, muon 0.95 by default")
     nesterov: bool = Field(False, description="on by default for muon")
     ns_steps: int = Field(5, ge=1, le=20, description="Newton–Schulz steps (muon)")
     # float64 by default: torch's bf16 CPU matmuls round differently with the batch size, which
     # would break "a member equals the same run trained alone"; bfloat16 matches torch.optim.Muon.
-    ns_dtype: Literal["float64", "float32", "bfloat16"] = "float64"
+    ns_dtype: Literal["float64", "float32", "bfloat16"] = Field(
+        "float64", description="dtype of the Newton–Schulz iteration (muon)")
     seed: int = Field(0, ge=0, lt=2**31, description="model seed (init)")
     epochs: int = Field(20000, ge=1, le=10_000_000,
                         description="epochs; full batch: one epoch = one step")
-    eval_every: int = Field(100, ge=1, le=10_000_000)
+    eval_every: int = Field(100, ge=1, le=10_000_000,
+                            description="steps between evaluations after the dense start")
     log_eval_steps: int = Field(100, ge=0, le=10_000_000,
-                                description="evaluate every step up to here, then log-spaced")
+                                description="evaluate every step up to here, then log-spaced "
+                                "until the spacing reaches --eval-every")
 
     @model_validator(mode="before")
     @classmethod

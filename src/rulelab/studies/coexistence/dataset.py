@@ -39,5 +39,6 @@ def check_digits(configs) -> None:
     try:
         digits_from_config(configs[0])
     except (OSError, ValueError, ImportError) as e:
-        flag = "--mnist-dir" if configs[0].source == "mnist" else "--source"
-        raise UserError(f"{flag}: {e}") from None
+        if configs[0].source == "mnist":
+            raise UserError(f"--mnist-dir: {e}") from None
+        raise UserError(f"scikit-learn's digits (used without --mnist-dir): {e}") from None

@@ -36,18 +36,18 @@ class DigitsRunConfig(RunConfig):
     data_seed: int = Field(0, ge=0, lt=2**31, description="split (sklearn) and noise")
     # --- model ---
     hidden: int = Field(256, ge=1, le=100_000, description="units in each hidden layer")
-    activation: Literal["relu", "gelu", "tanh"] = "relu"
+    activation: Literal["relu", "gelu", "tanh"] = Field("relu", description="hidden activation")
     # --- training (full batch) ---
-    optimizer: Literal["adamw"] = "adamw"
-    lr: float = Field(1e-3, gt=0.0, le=100.0)
-    weight_decay: float = Field(0.01, ge=0.0, le=100.0)
-    beta1: float = Field(0.9, ge=0.0, lt=1.0)
-    beta2: float = Field(0.999, ge=0.0, lt=1.0)
-    eps: float = Field(1e-8, gt=0.0, le=1.0)
+    optimizer: Literal["adamw"] = Field("adamw", description="optimizer")
+    lr: float = Field(1e-3, gt=0.0, le=100.0, description="AdamW learning rate")
+    weight_decay: float = Field(0.01, ge=0.0, le=100.0, description="AdamW decoupled weight decay")
+    beta1: float = Field(0.9, ge=0.0, lt=1.0, description="Adam β₁ (gradient average)")
+    beta2: float = Field(0.999, ge=0.0, lt=1.0, description="Adam β₂ (squared-gradient average)")
+    eps: float = Field(1e-8, gt=0.0, le=1.0, description="Adam ε (denominator floor)")
     seed: int = Field(0, ge=0, lt=2**31, description="model seed (init)")
     epochs: int = Field(200, ge=1, le=10_000_000,
                         description="epochs; full batch: one epoch = one step")
-    eval_every: int = Field(1, ge=1, le=10_000_000)
+    eval_every: int = Field(1, ge=1, le=10_000_000, description="epochs between evaluations")
 
     @model_validator(mode="after")
     def _check_source(self) -> DigitsRunConfig:

@@ -16,10 +16,11 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import PercentFormatter
 
-from rulelab.report.figures import empty_panel, new_figure
+from rulelab.report.figures import data_ticks, empty_panel, legend_columns, new_figure
+from rulelab.studies.coexistence.names import NAMES
 
-SPLIT_STYLE = {"train_clean": ("C0", "clean train"), "train_noisy": ("C3", "noisy train (vs "
-               "corrupted labels)"), "test": ("C2", "test")}
+SPLIT_STYLE = {s: (c, NAMES[s]) for s, c in (("train_clean", "C0"), ("train_noisy", "C3"),
+                                              ("test", "C2"))}
 NET_COLOUR = {"original": "0.55", "G": "C2", "G_no_mu": "C9", "G_dc": "C8", "R": "C3"}
 ORDER_STYLE = {"top": ("C2", "top first"), "bottom": ("C3", "bottom first"),
                "random": ("0.5", "random order")}
@@ -61,6 +62,7 @@ def double_descent_figure(runs: pd.DataFrame, ff: pd.DataFrame | None = None) ->
         for i, (noise, g) in enumerate(frame.groupby("noise")):
             _spread(ax, g, "width", f"C{i}", f"α={noise:g}")
         _pct(ax, log_x=True)
+        data_ticks(ax.xaxis, frame["width"].unique())  # at the widths trained, not 2^k
         ax.set_xlabel("width M", fontsize=8)
         ax.set_title(title, fontsize=9)
         ax.legend(fontsize=7)
@@ -104,7 +106,8 @@ def learning_order_figure(runs: pd.DataFrame, metrics: pd.DataFrame,
         ax.set_xlabel("step + 1", fontsize=8)
     axes[0].set_ylabel("accuracy", fontsize=8)
     handles = [Line2D([], [], color=c, label=lab) for c, lab in SPLIT_STYLE.values()]
-    fig.legend(handles=handles, loc="outside upper center", ncols=3, fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="outside upper center", fontsize=8, frameon=False,
+               ncols=legend_columns(fig, [h.get_label() for h in handles]))
     return fig
 
 
@@ -153,11 +156,11 @@ def _bars(ax, table: pd.DataFrame, groups: list, bars: list, colours: dict, grou
         lo = np.array([s.min() if len(s) else np.nan for s in stats])
         hi = np.array([s.max() if len(s) else np.nan for s in stats])
         x = np.arange(len(groups)) + (j - (len(bars) - 1) / 2) * width
-        ax.bar(x, mean, width, color=colours.get(bar, f"C{j}"), label=str(bar))
+        ax.bar(x, mean, width, color=colours.get(bar, f"C{j}"), label=NAMES.get(bar, str(bar)))
         ax.errorbar(x, mean, yerr=np.vstack([mean - lo, hi - mean]), fmt="none", ecolor="black",
                     elinewidth=0.8, capsize=2)
-    ax.set_xticks(np.arange(len(groups)), [str(g).replace("train_", "") for g in groups],
-                  fontsize=7)
+    ax.set_xticks(np.arange(len(groups)), [NAMES.get(g, str(g)).replace(" (", "\n(")
+                                           for g in groups], fontsize=7)
     _pct(ax)
 
 
@@ -186,8 +189,8 @@ def ff_bars(ff: pd.DataFrame, width: int | None = None) -> Figure:
         ax.set_title(f"α = {noise:g}, M = {width}", fontsize=9)
     axes[0].set_ylabel("accuracy (bars: min–max over seeds)", fontsize=8)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside upper center", ncols=len(labels), fontsize=8,
-               frameon=False)
+    fig.legend(handles, labels, loc="outside upper center", fontsize=8, frameon=False,
+               ncols=legend_columns(fig, labels))
     return fig
 
 

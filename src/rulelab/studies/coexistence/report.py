@@ -1,6 +1,7 @@
 """Study M's report page (SPEC M.4): the findings beside the paper's under the scale line, then
 double descent, learning order, frequency filtering, activation swap and the neuron partition,
-each with its figure and table; self-contained HTML, written atomically."""
+each with its figure and table; self-contained HTML, written atomically. The figures come from
+:mod:`.panels`, which ``rulelab report`` draws too."""
 
 from __future__ import annotations
 
@@ -13,14 +14,18 @@ from rulelab.report.html import figure_html, footer, page, section_body, status_
 from rulelab.studies.coexistence.analysis.dd_dip import dip_reading
 from rulelab.studies.coexistence.analysis.order import order_display, order_summary
 from rulelab.studies.coexistence.analysis.tables import ff_summary, partition_summary
-from rulelab.studies.coexistence.figures import (
-    double_descent_figure,
-    early_lead_figure,
-    ff_bars,
-    learning_order_figure,
-    pruning_figure,
-    swap_bars,
+from rulelab.studies.coexistence.panels import (
+    activation_swap,
+    double_descent,
+    early_lead,
+    frequency_filtering,
+    learning_order,
+    pruning,
 )
+
+
+def _figure(panel) -> str:
+    return figure_html(*panel) if panel is not None else ""
 
 
 def _table_html(frame: pd.DataFrame) -> str:
@@ -50,40 +55,26 @@ def write_coexistence_report(path, *, title: str, runs: pd.DataFrame, metrics: p
 
     ff, swap, neurons = tables["ff"], tables["swap"], tables["neurons"]
     order = tables["order"]
-    window = order["window"].dropna().iloc[0] if "window" in order and order[
-        "window"].notna().any() else None
     lead_new, lead_old = order_display(order_summary(order))
     dips = tables.get("dips")
     dips = dip_reading(tables["dd"]) if dips is None else dips
     parts = [f"<h1>{html.escape(title)}</h1>", f'<p class="meta">{status_line(runs)}</p>',
-             "<h2>Findings beside the paper (SPEC M.4)</h2>",
+             "<h2>Findings beside the paper</h2>",
              f"<p><b>{html.escape(scale)}</b></p>" if scale else "", findings_html(found),
-             "<h2>Double descent (M.4.1)</h2>",
-             figure_html(double_descent_figure(runs, ff), "Test accuracy vs width per noise "
-                          "level: the raw network (left) and FF's G network (right)"),
+             "<h2>Double descent (M.4.1)</h2>", _figure(double_descent(runs, ff)),
              _table_html(tables["dd"]),
              "<p>The dip, per curve (called only beyond the seed spread):</p>",
              _table_html(dips[[c for c in dips.columns if c in ("noise", "activation",
                                                                  "reading")]]),
-             "<h2>Learning order (M.4.2)</h2>",
-             figure_html(learning_order_figure(runs, metrics, window=window), "Clean-train, "
-                          "noisy-train (vs the corrupted labels) and test accuracy over steps, "
-                          "largest width; dashed: the end of the early-lead window"),
-             figure_html(early_lead_figure(order), "Early lead of noisy over clean train "
-                          "accuracy per run: the mean over the window and at the first "
-                          "evaluation"),
+             "<h2>Learning order (M.4.2)</h2>", _figure(learning_order(runs, metrics, order)),
+             _figure(early_lead(order)),
              "<p>Early lead (every run with α > 0 counts):</p>", _table_html(lead_new),
              "<p>Old reading, first step at 50% (runs whose noisy accuracy never reaches 50% "
              "are left out of its n):</p>", _table_html(lead_old),
-             "<h2>Frequency filtering (M.4.3)</h2>",
-             figure_html(ff_bars(ff), "Original, G (dominant frequency per neuron, with and "
-                          "without μ) and R (residual) networks on the three subsets"),
+             "<h2>Frequency filtering (M.4.3)</h2>", _figure(frequency_filtering(ff)),
              _table_html(ff_summary(ff, "test")),
-             "<h2>Activation swap (M.4.4)</h2>",
-             figure_html(swap_bars(swap), "Trained weights scored with each activation"),
-             "<h2>Neuron partition and pruning (M.4.5)</h2>",
-             figure_html(pruning_figure(neurons), "Accuracy vs share of neurons kept, by IPR "
-                          "and strength, with a random-order control"),
+             "<h2>Activation swap (M.4.4)</h2>", _figure(activation_swap(swap)),
+             "<h2>Neuron partition and pruning (M.4.5)</h2>", _figure(pruning(neurons)),
              _table_html(partition_summary(neurons, "test"))]
     for heading, body in notes:
         parts += [f"<h2>{html.escape(heading)}</h2>", section_body(body)]

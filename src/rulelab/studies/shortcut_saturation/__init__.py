@@ -19,7 +19,7 @@ from rulelab.studies.shortcut_saturation.analyses import ANALYSES
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.cost import mpsp_cost
 from rulelab.studies.shortcut_saturation.dataset import DATA_FIELDS, check
-from rulelab.study import DataCommand, Study, Task
+from rulelab.study import Claim, DataCommand, Study, Task
 
 _HERE = "rulelab.studies.shortcut_saturation"
 
@@ -46,4 +46,12 @@ STUDY = Study(
     recipes=Path(__file__).parent / "recipes",
     reproduce=f"{_HERE}.reproduce:reproduce",
     analyses=ANALYSES,
+    claims=(  # read at every scale by `rulelab scale-map shortcut-saturation` (claims.py)
+        Claim("S1", "depth × imbalance: from r = 0.5 to 0.9 the 2-layer rate rises (paper 0% → "
+              "77%) and the 1-layer rate falls (33% → 0%)", f"{_HERE}.claims:depth_imbalance"),
+        Claim("S5", "distance from chance: a ratio below chance promotes generalization as one "
+              "above does, and r = 1/k suppresses it", f"{_HERE}.claims:distance_from_chance"),
+        Claim("S6", "weight decay 0.1 → 0.4: more seeds generalize only transiently",
+              f"{_HERE}.claims:weight_decay_transience"),
+    ),
 )

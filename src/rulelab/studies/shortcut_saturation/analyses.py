@@ -12,15 +12,16 @@ def _pairs(n: int) -> str | None:
 
 
 ANALYSES = (
-    Analysis("gradients", "cos(g+, g−) and ‖g−‖/‖g+‖ per module (SPEC S.4.1–2), beside r/(1−r).",
+    Analysis("gradients", "cos(g+, g−) and ‖g−‖/‖g+‖ per module, beside r/(1−r) "
+             "(docs/methods.md § S.4.1–2).",
              f"{_RUN}:gradients"),
     Analysis("ablation", "Zero / mean ablation of each head and MLP at CLS or all positions "
-             "(SPEC S.4.3).", f"{_RUN}:ablation"),
+             "(docs/methods.md § S.4.3).", f"{_RUN}:ablation"),
     Analysis("phases", "Phase-1 and phase-2 onset epochs and transient flags from stored curves "
-             "(SPEC S.4.6).", f"{_RUN}:phases", epochs=False),
+             "(docs/methods.md § S.4.6).", f"{_RUN}:phases", epochs=False),
     Analysis("patching", "Cross-split patching from aligned twins into adv sequences "
-             "(SPEC S.4.4).", f"{_RUN}:patching",
+             "(docs/methods.md § S.4.4).", f"{_RUN}:patching",
              options=(Option("n", 256, "adv/twin pairs per member", _pairs),)),
     Analysis("fingerprints", "QK magnitude ρ, attention on x₁ and OV parity ρ per head "
-             "(SPEC S.4.5).", f"{_RUN}:fingerprints"),
+             "(docs/methods.md § S.4.5).", f"{_RUN}:fingerprints"),
 )

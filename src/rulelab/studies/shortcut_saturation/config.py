@@ -35,13 +35,14 @@ class MPSPRunConfig(RunConfig):
     ratio: float = Field(0.9, ge=0.0, le=1.0, description="r: share of consistent train examples")
     seq_len: int = Field(10, ge=2, le=64, description="n: integers per sequence")
     vocab: int = Field(64, ge=4, le=4096, description="V: integers are drawn from [0, V)")
-    n_train: int = Field(16384, ge=16, le=1_000_000)
+    n_train: int = Field(16384, ge=16, le=1_000_000, description="N: training examples")
     n_eval: int = Field(4096, ge=16, le=1_000_000, description="size of val and of adv")
-    data_seed: int = Field(0, ge=0, lt=2**31)
+    data_seed: int = Field(0, ge=0, lt=2**31,
+                           description="seed of the data (separate from the model seed)")
     # --- model (S.2) ---
-    layers: int = Field(2, ge=1, le=12)
-    heads: int = Field(2, ge=1, le=16)
-    d_model: int = Field(64, ge=4, le=4096)
+    layers: int = Field(2, ge=1, le=12, description="transformer blocks")
+    heads: int = Field(2, ge=1, le=16, description="attention heads per block")
+    d_model: int = Field(64, ge=4, le=4096, description="residual stream width")
     d_mlp: int = Field(128, ge=0, le=16384, description="0 means attention-only")
     act: Literal["relu", "gelu"] = Field("relu", description="MLP activation")
     ln: bool = Field(True, description="pre-LayerNorm blocks and a final LayerNorm")
@@ -49,15 +50,17 @@ class MPSPRunConfig(RunConfig):
     seed: int = Field(0, ge=0, lt=2**31, description="model seed (init, minibatch order)")
     epochs: int = Field(15000, ge=1, le=10_000_000,
                         description="passes over the training set (full batch: one step each)")
-    lr: float = Field(1e-3, gt=0.0, le=10.0)
-    weight_decay: float = Field(0.1, ge=0.0, le=10.0)
-    beta1: float = Field(0.9, ge=0.0, lt=1.0)
-    beta2: float = Field(0.98, ge=0.0, lt=1.0)
-    eps: float = Field(1e-8, gt=0.0, le=1.0)
+    lr: float = Field(1e-3, gt=0.0, le=10.0, description="AdamW learning rate")
+    weight_decay: float = Field(0.1, ge=0.0, le=10.0, description="AdamW decoupled weight decay")
+    beta1: float = Field(0.9, ge=0.0, lt=1.0, description="Adam β₁ (gradient average)")
+    beta2: float = Field(0.98, ge=0.0, lt=1.0, description="Adam β₂ (squared-gradient average)")
+    eps: float = Field(1e-8, gt=0.0, le=1.0, description="Adam ε (denominator floor)")
     warmup: int = Field(0, ge=0, le=10_000_000, description="linear warm-up steps")
     batch_size: int = Field(0, ge=0, le=1_000_000, description="0 means full batch")
-    eval_every: int = Field(10, ge=1, le=10_000_000)
-    transient_threshold: float = Field(0.95, ge=0.0, le=1.0)
+    eval_every: int = Field(10, ge=1, le=10_000_000, description="epochs between evaluations")
+    transient_threshold: float = Field(
+        0.95, ge=0.0, le=1.0,
+        description="a generalized run whose adv accuracy later falls below this is transient")
 
     @model_validator(mode="after")
     def _check_relations(self) -> MPSPRunConfig:

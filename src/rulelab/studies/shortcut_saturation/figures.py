@@ -17,12 +17,23 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
-from rulelab.report.figures import new_figure
+from rulelab.report.figures import legend_columns, new_figure
 from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY
 from rulelab.studies.shortcut_saturation.analysis.outcome import UNKNOWN, outcome_of
-from rulelab.studies.shortcut_saturation.rate_figure import config_label
+from rulelab.studies.shortcut_saturation.figure_tables import (
+    at_epoch,
+    config_groups,
+    gen_epochs,
+    has_columns,
+    with_config,
+    won,
+)
+from rulelab.studies.shortcut_saturation.final_readings import (
+    GRADIENTS,
+    final_readings,
+    one_epoch_per_run,
+)
 
-CONFIG = ("layers", "heads", "ratio", "weight_decay", "seed")
 FINGERPRINTS = {"qk_rho": "QK ρ (key value → CLS attention)",
                 "first_mass": "attention mass on x₁", "ov_parity_rho": "OV parity ρ (direct)",
                 "ov_probe_acc": "OV probe: v mod k decoded"}
@@ -30,39 +41,6 @@ CMAP = colormaps["RdBu"].with_extremes(bad="0.92")  # grey: component absent
 PLAIN = FuncFormatter(lambda v, _: f"{v:g}")
 GEN = dict(ls="none", marker="*", ms=9, mec="black", mew=0.5, zorder=5)
 PINNED = dict(ls="none", marker="o", ms=6, mfc="none", mew=0.8, zorder=4)  # ε < EPS_IDENTITY
-
-
-def _with_config(table: pd.DataFrame | None, runs: pd.DataFrame | None) -> pd.DataFrame:
-    """``table`` with the config columns, taken from ``runs`` by run_id where missing."""
-    table = pd.DataFrame() if table is None else table
-    add = [c for c in CONFIG if c not in table and runs is not None and c in runs]
-    if add and "run_id" in table and "run_id" in runs:
-        table = table.merge(runs[["run_id", *add]].drop_duplicates("run_id"), "left", "run_id")
-    return table
-
-
-def _groups(t: pd.DataFrame, drop=("seed",)) -> list[tuple[str, pd.DataFrame]]:
-    """Rows grouped by config (minus ``drop``), each with a label."""
-    cols = [c for c in CONFIG if c in t.columns and c not in drop]
-    shown = [c for c in cols if c == "ratio" or t[c].nunique() > 1]
-    groups = t.groupby(cols, sort=True, dropna=False) if cols else [((), t)]
-    return [(config_label(g.iloc[0], shown), g) for _, g in groups]
-
-
-def _has(t: pd.DataFrame, *cols: str) -> bool:
-    return not t.empty and set(cols) <= set(t.columns)
-
-
-def _won(g: pd.DataFrame, gen: dict) -> str:  # "k/n" runs of g that generalized
-    return f"{sum(i in gen for i in g['run_id'].unique())}/{g['run_id'].nunique()}"
-
-
-def _gen_epochs(runs: pd.DataFrame | None) -> dict[str, float]:
-    """run_id → first epoch with val and adv accuracy at 100%, for the runs that generalized."""
-    if runs is None or not _has(runs, "run_id", "first_epoch_generalized"):
-        return {}
-    first = pd.to_numeric(runs["first_epoch_generalized"], errors="coerce")
-    return dict(zip(runs["run_id"][first.notna()], first[first.notna()], strict=True))
 
 
 def _log_x(ax) -> None:
@@ -77,8 +55,9 @@ def _log_x(ax) -> None:
 def _seed_lines(ax, g: pd.DataFrame, col: str, colour, gen: dict) -> None:
     """A thin line per run of ``g[col]`` vs epoch, their median, a star at generalization."""
     curves = [c.sort_values("epoch") for _, c in g.groupby("run_id", sort=True)]
-    for c in curves:
-        ax.plot(c["epoch"], c[col], color=colour, lw=0.7, alpha=0.5)
+    for c in curves:  # a run read at one or two epochs (post hoc) still shows, as dots
+        ax.plot(c["epoch"], c[col], color=colour, lw=0.7, alpha=0.5,
+                marker="o" if len(c) < 3 else None, ms=3)
         if (e := gen.get(c["run_id"].iloc[0])) is not None:
             ax.plot([e], [np.interp(e, c["epoch"], c[col])], color=colour, **GEN)
     if len(curves) >= 2:
@@ -89,22 +68,13 @@ def _seed_lines(ax, g: pd.DataFrame, col: str, colour, gen: dict) -> None:
 def _legend(fig: Figure, handles: list) -> None:
     handles += [Line2D([], [], color="0.3", lw=0.7, label="thin: seed, thick: median"),
                 Line2D([], [], color="0.6", **GEN, label="generalized (val and adv 100%)")]
-    fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 6),
-               fontsize=8, frameon=False)
-
-
-def _at_epoch(t: pd.DataFrame, epoch: int | None) -> pd.DataFrame:
-    """Per run, the rows at its last stored epoch (None) or its stored epoch nearest ``epoch``."""
-    if epoch is None:
-        return t[t["epoch"] == t.groupby("run_id")["epoch"].transform("max")]
-    dist = (t["epoch"] - epoch).abs()
-    best = t["epoch"].where(dist == dist.groupby(t["run_id"]).transform("min"))
-    return t[t["epoch"] == best.groupby(t["run_id"]).transform("min")]  # ties: the earlier
+    fig.legend(handles=handles, loc="outside upper center", fontsize=8, frameon=False,
+               ncols=legend_columns(fig, [h.get_label() for h in handles]))
 
 
 def checkpoints(table: pd.DataFrame, k: int = 3) -> list[int]:
     """Up to ``k`` stored epochs spread over training in log space, ending at the last one."""
-    epochs = np.array(sorted(e for e in table["epoch"].unique() if e > 0) if _has(
+    epochs = np.array(sorted(e for e in table["epoch"].unique() if e > 0) if has_columns(
         table, "epoch") else [])
     want = np.geomspace(epochs[0], epochs[-1], k + 1)[1:] if len(epochs) > k else epochs
     return sorted({int(epochs[np.abs(np.log(epochs / w)).argmin()]) for w in want})
@@ -120,14 +90,14 @@ def gradient_dynamics(grad_table: pd.DataFrame, runs: pd.DataFrame | None = None
     Readings with ε < ``EPS_IDENTITY`` are ringed (○): there ``g = r·g+ + (1−r)·g−`` alone
     forces amplification ≈ r/(1−r) and cos ≈ −1, so they are *identity-dominated*.
     """
-    t = _with_config(grad_table, runs)
-    if not _has(t, "run_id", "epoch", "cos", "amplification"):
+    t = with_config(grad_table, runs)
+    if not has_columns(t, "run_id", "epoch", "cos", "amplification"):
         return None
     if "module" in t.columns and (t := t[t["module"] == module]).empty:
         return None
-    panels = _groups(t, drop=("seed", "ratio"))
+    panels = config_groups(t, drop=("seed", "ratio"))
     colour = {r: f"C{i}" for i, r in enumerate(sorted(set(t.get("ratio", pd.Series()).dropna())))}
-    gen = _gen_epochs(runs)
+    gen = gen_epochs(runs)
     has_eps = "eps" in t.columns and t["eps"].notna().any()
     n_rows = 3 if has_eps else 2
     fig = new_figure(3.5 * len(panels) + 0.6, 2.5 * n_rows + 0.8)
@@ -145,7 +115,7 @@ def gradient_dynamics(grad_table: pd.DataFrame, runs: pd.DataFrame | None = None
                     axes[i, j].plot(pinned["epoch"], pinned[col], **PINNED, mec=c)
             if r is not None and 0 < r < 1:
                 axes[1, j].axhline(r / (1 - r), ls="--", lw=1.1, color=c)
-            counts.append(f"r={r:g}: {_won(gr, gen)}" if r is not None else _won(gr, gen))
+            counts.append(f"r={r:g}: {won(gr, gen)}" if r is not None else won(gr, gen))
         axes[0, j].set_title(f"{title}\ngeneralized {', '.join(counts)}", fontsize=8.5)
         axes[0, j].axhline(0, color="0.4", lw=0.8)
         for i in range(1, n_rows):
@@ -188,8 +158,8 @@ def ablation_heatmap(ablation_table: pd.DataFrame, epoch=None, *, runs=None,
     points; red = accuracy lost). ``epoch`` None is each run's last stored epoch; an epoch or a
     list of epochs takes each run's nearest stored snapshot, one row of panels per epoch.
     """
-    t = _with_config(ablation_table, runs)
-    if not _has(t, "run_id", "epoch", "layer", "component", "d_adv_acc", "d_val_acc",
+    t = with_config(ablation_table, runs)
+    if not has_columns(t, "run_id", "epoch", "layer", "component", "d_adv_acc", "d_val_acc",
                 "base_adv_acc") or (
             t := t[(t.get("method", method) == method) & (t.get("where", where) == where)]).empty:
         return None
@@ -197,7 +167,7 @@ def ablation_heatmap(ablation_table: pd.DataFrame, epoch=None, *, runs=None,
                    key=lambda c: (c[0], c[1] == "mlp", c[1]))
     blocks = []  # (title, row labels, {column: values in pp})
     for e in (list(epoch) or [None]) if isinstance(epoch, list | tuple) else [epoch]:
-        groups = _groups(_at_epoch(t, e))
+        groups = config_groups(at_epoch(t, e))
         stored = sorted({int(x) for _, g in groups for x in g["epoch"].unique()})
         at = ", ".join(map(str, stored[:4])) + ("…" if len(stored) > 4 else "")
         at = f"epoch {at}" if e is None or stored == [e] else f"epoch ≈ {e} ({at})"
@@ -234,17 +204,17 @@ def patching_heatmap(patching_table: pd.DataFrame, *, runs=None, epoch=None) -> 
     position (CLS, x₁…) and all positions at once. NaN cells (grey): no run had a twin–original
     gap above ``REL_GAP``. Colours saturate outside [−1, 1].
     """
-    t = _with_config(patching_table, runs)
+    t = with_config(patching_table, runs)
     order = {"resid_pre": 0, "z": 1, "z_all": 1, "mlp_out": 2, "mlp_out_all": 2}
-    if not _has(t, "run_id", "epoch", "kind", "layer", "pos", "head", "value") or not _has(
-            t := _at_epoch(t[t["kind"].isin(order)], epoch)):
+    if not has_columns(t, "run_id", "epoch", "kind", "layer", "pos", "head", "value") or (
+            t := at_epoch(t[t["kind"].isin(order)], epoch)).empty:
         return None
     n_pos = int(t["pos"].max()) + 1
     t = t.assign(row=t["kind"].map(order), col=t["pos"].where(t["pos"] >= 0, n_pos),
                  outcome=outcome_of(runs, t["run_id"]))
     names = ("resid L{}", "z L{}.H{}", "mlp L{}")
     cols = ["CLS", *(f"x{i}" for i in range(1, n_pos)), "all"]
-    archs = _groups(t, drop=("seed", "ratio"))
+    archs = config_groups(t, drop=("seed", "ratio"))
     ratios = sorted(t["ratio"].unique()) if "ratio" in t.columns else [None]
     panels = [(r, o) for r in ratios for o in sorted(t["outcome"].unique())
               if not t[(t["outcome"] == o) & ((t["ratio"] == r) if r is not None else True)].empty]
@@ -287,18 +257,18 @@ def fingerprint_trajectories(fp_table: pd.DataFrame, runs: pd.DataFrame | None =
     Rows are the three fingerprints, columns configurations; one colour per head, a thin line
     per seed and the median over seeds, a star at each seed's generalization epoch.
     """
-    t = _with_config(fp_table, runs)
+    t = with_config(fp_table, runs)
     metrics = [c for c in FINGERPRINTS if c in t.columns]
-    if not metrics or not _has(t, "run_id", "epoch", "layer", "head"):
+    if not metrics or not has_columns(t, "run_id", "epoch", "layer", "head"):
         return None
-    groups = _groups(t)[:max_configs]
+    groups = config_groups(t)[:max_configs]
     heads = sorted({(int(r.layer), int(r.head)) for r in t.itertuples()})
     colour = {h: f"C{i % 10}" for i, h in enumerate(heads)}  # one colour per layer.head
-    gen = _gen_epochs(runs)
+    gen = gen_epochs(runs)
     fig = new_figure(3.2 * len(groups) + 0.6, 2.3 * len(metrics) + 0.8)
     axes = fig.subplots(len(metrics), len(groups), squeeze=False, sharex=True, sharey="row")
     for j, (title, g) in enumerate(groups):
-        axes[0, j].set_title(f"{title}\ngeneralized {_won(g, gen)}", fontsize=8.5)
+        axes[0, j].set_title(f"{title}\ngeneralized {won(g, gen)}", fontsize=8.5)
         for i, metric in enumerate(metrics):
             axes[i, 0].set_ylabel(FINGERPRINTS[metric], fontsize=8)
             for (lay, h), gh in g.groupby(["layer", "head"]):
@@ -311,24 +281,48 @@ def fingerprint_trajectories(fp_table: pd.DataFrame, runs: pd.DataFrame | None =
     return fig
 
 
+GRADIENT_CAPTION = ("Gradient conflict cos(g+, g−) and amplification ‖g−‖/‖g+‖ (all parameters) "
+                    "{when}; dashed: r/(1−r). {ringed}identity-dominated readings (ε = "
+                    f"‖g‖/(r‖g+‖) < {EPS_IDENTITY:g}), where g = r·g+ + (1−r)·g− alone forces "
+                    "amplification ≈ r/(1−r) and cos ≈ −1")
+FINGERPRINT_CAPTION = ("QK/OV fingerprints per head {when}; the OV probe is the held-out-value "
+                       "accuracy of a linear probe of v mod k on what the head writes (chance ≈ "
+                       "1/k), which unlike OV parity ρ does not need the direct path to the "
+                       "logits")
+FINAL = "at each run's last stored epoch vs r, one dot per seed and the median"
+
+
+def _gradients(t: pd.DataFrame, runs) -> tuple[Figure | None, str]:
+    if one_epoch_per_run(t):
+        return (final_readings(t, runs, GRADIENTS, module="all"),
+                GRADIENT_CAPTION.format(when=FINAL, ringed="Below the dotted line: "))
+    return (gradient_dynamics(t, runs), GRADIENT_CAPTION.format(when="over training",
+                                                                ringed="Ringed: "))
+
+
+def _fingerprints(t: pd.DataFrame, runs) -> tuple[Figure | None, str]:
+    if one_epoch_per_run(t):
+        return (final_readings(t, runs, FINGERPRINTS, hue=("layer", "head")),
+                FINGERPRINT_CAPTION.format(when=FINAL))
+    return (fingerprint_trajectories(t, runs),
+            FINGERPRINT_CAPTION.format(when="over training, one line per seed"))
+
+
 def analysis_figures(analyses: dict[str, pd.DataFrame] | None,
                      runs: pd.DataFrame | None = None) -> list[tuple[Figure, str]]:
-    """(figure, caption) for each analysis table that has rows: the report's S.4 section."""
+    """(figure, caption) for each analysis table that has rows: the report's S.4 section.
+    Gradients and fingerprints read at one epoch per run (``rulelab analyze`` on the final
+    weights) are drawn against r (:mod:`.final_readings`), over epochs otherwise."""
     a = {k: v for k, v in (analyses or {}).items() if v is not None and not v.empty}
     specs = [
-        ("gradients", lambda t: gradient_dynamics(t, runs), "Gradient conflict cos(g+, g−) and "
-         "amplification ‖g−‖/‖g+‖ (all parameters) over training; dashed: r/(1−r). Ringed: "
-         f"identity-dominated readings (ε = ‖g‖/(r‖g+‖) < {EPS_IDENTITY:g}), where "
-         "g = r·g+ + (1−r)·g− alone forces amplification ≈ r/(1−r) and cos ≈ −1"),
-        ("ablation", lambda t: ablation_heatmap(t, checkpoints(t) or None, runs=runs),
+        ("gradients", lambda t: _gradients(t, runs)),
+        ("ablation", lambda t: (ablation_heatmap(t, checkpoints(t) or None, runs=runs),
          "Mean-ablation at CLS of each head and MLP at checkpoints over training: change in "
-         "adversarial and val accuracy (percentage points), mean over seeds"),
-        ("patching", lambda t: patching_heatmap(t, runs=runs), "Cross-split activation "
+         "adversarial and val accuracy (percentage points), mean over seeds")),
+        ("patching", lambda t: (patching_heatmap(t, runs=runs), "Cross-split activation "
          "patching from aligned twins into adversarial sequences (last stored epoch), median "
-         "over runs, split by whether the run generalized"),
-        ("fingerprints", lambda t: fingerprint_trajectories(t, runs),
-         "QK/OV fingerprints per head over training, one line per seed; the OV probe is the "
-         "held-out-value accuracy of a linear probe of v mod k on what the head writes "
-         "(chance ≈ 1/k), which unlike OV parity ρ does not need the direct path to the logits"),
+         "over runs, split by whether the run generalized")),
+        ("fingerprints", lambda t: _fingerprints(t, runs)),
     ]
-    return [(f, c) for name, make, c in specs if name in a and (f := make(a[name])) is not None]
+    made = [make(a[name]) for name, make in specs if name in a]
+    return [(f, c) for f, c in made if f is not None]

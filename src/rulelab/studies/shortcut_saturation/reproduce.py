@@ -1,5 +1,6 @@
 """``rulelab reproduce shortcut-saturation``: study S end to end (SPEC S.3) — once the recipe
-has trained: the rate table beside the paper's → one HTML report.
+has trained: the rate table beside the paper's, gradient and fingerprint readings of the final
+weights (SPEC S.4) → one HTML report with its mechanistic section.
 
 The paper's headline is the *interaction* of depth and imbalance — 2L: r=0.5 → 0% of seeds
 generalize, r=0.9 → 77%; 1L: r=0.5 → 33%, r=0.9 → 0%. Every run prints the recipe's
@@ -11,10 +12,13 @@ differs.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+from rulelab.analysis.stored import analyze_stored
+from rulelab.report.analyses import read_analyses
 from rulelab.report.html import write_report
-from rulelab.report.terminal import print_rate_table
+from rulelab.report.terminal import print_rate_table, progress_line
 from rulelab.store import load
 from rulelab.studies.shortcut_saturation.paper import describe_scale, run_matches
 from rulelab.study import Reproduction
@@ -24,8 +28,33 @@ HEADLINE = ("2L: r=0.5 → 0% of seeds generalize, r=0.9 → 77%; 1L: r=0.5 → 
             "helps the 2-layer model and hurts the 1-layer one.")
 
 
+# Post-hoc analyses on the final weights for the report's mechanistic section (SPEC S.4): the
+# cheap ones — about 30 s for the quick recipe's 32 runs on one CPU thread (ablation and
+# patching would double that; `rulelab analyze` runs them on demand).
+FINAL_ANALYSES = ("gradients", "fingerprints")
+
+
+def final_analyses(r: Reproduction) -> float:
+    """Run :data:`FINAL_ANALYSES` on the final checkpoints of the recipe's runs, store them
+    like ``rulelab analyze`` does, print the gradient summary; the seconds it took."""
+    from rulelab.studies.shortcut_saturation.analysis.gradients import gradient_conflict
+    from rulelab.studies.shortcut_saturation.analysis.tables import fingerprint_table
+    from rulelab.studies.shortcut_saturation.commands import COLUMNS, TASK, print_gradient_summary
+
+    fns = {"gradients": lambda tr: gradient_conflict(tr.model, tr.data),
+           "fingerprints": fingerprint_table}
+    t0 = time.perf_counter()
+    for name in FINAL_ANALYSES:
+        frame = analyze_stored(r.lab, name, fns[name], task=TASK, columns=COLUMNS,
+                               run_ids=list(r.run_ids), on_step=progress_line)
+        if name == "gradients":
+            print_gradient_summary(frame)
+    return time.perf_counter() - t0
+
+
 def reproduce(r: Reproduction) -> Path:
-    """Print the rate table of the trained recipe in ``r.lab`` and write the report."""
+    """Print the rate table of the trained recipe in ``r.lab``, run the cheap mechanistic
+    analyses on its final weights and write the report."""
     frames = load(r.lab)
     ids = set(r.run_ids)
     runs = frames.runs[frames.runs["run_id"].isin(ids)]
@@ -33,17 +62,21 @@ def reproduce(r: Reproduction) -> Path:
     note = r.recipe.description
     r.console.print(note, markup=False, highlight=False)
     print_rate_table(r.console, runs, metrics=metrics)
+    analysis_seconds = final_analyses(r)
+    analyses = read_analyses(r.lab, runs, ("gradients", "fingerprints", "ablation", "patching"))
     wall = r.train_seconds
-    r.console.print(f"training wall time {wall:.0f} s", markup=False, highlight=False)
+    r.console.print(f"training wall time {wall:.0f} s; analyses of the final weights "
+                    f"{analysis_seconds:.0f} s", markup=False, highlight=False)
     comparable = bool(run_matches(runs).all())
     sections = [
         ("What this reproduction is", f"{note}\n{describe_scale(runs)}"),
-        ("The paper's headline (SPEC S.3)" if comparable else
+        ("The paper's headline (docs/methods.md § S.3)" if comparable else
          "The paper's headline — at its own setting, not comparable with this scale", HEADLINE),
         ("Wall time", f"training took {wall:.0f} s on {r.device} (a resumed run counts the "
-         "rest)."),
+         f"rest); the analyses of the final weights ({', '.join(FINAL_ANALYSES)}) "
+         f"{analysis_seconds:.0f} s."),
     ]
     path = write_report(r.out, title=f"{r.study.title} — {r.scale} reproduction", runs=runs,
-                        metrics=metrics, sections=sections)
+                        metrics=metrics, sections=sections, analyses=analyses)
     r.console.print(f"report: {path}")
     return path

@@ -65,7 +65,7 @@ class SparseParityRunConfig(RunConfig):
     n_eval: int = Field(4096, ge=16, le=1_000_000, description="fixed evaluation set size")
     data_seed: int = Field(0, ge=0, lt=2**31, description="S, the fixed train and eval sets")
     # --- model ---
-    model: Literal["mlp", "transformer"] = "mlp"
+    model: Literal["mlp", "transformer"] = Field("mlp", description="network")
     width: int | None = Field(None, ge=1, le=1_000_000, description="mlp: hidden ReLU units")
     bias: bool | None = Field(None, description="mlp: first- and second-layer biases")
     layers: int | None = Field(None, ge=1, le=12, description="transformer only")
@@ -77,15 +77,15 @@ class SparseParityRunConfig(RunConfig):
     # --- training ---
     loss: Literal["hinge", "logistic"] = Field(
         "hinge", description="max(0, 1 − y f) (paper) or log(1 + e^{−y f})")
-    optimizer: Literal["sgd", "adam", "adamw"] = "sgd"
+    optimizer: Literal["sgd", "adam", "adamw"] = Field("sgd", description="optimizer")
     lr: float = Field(0.1, gt=0.0, le=100.0, description="paper: 0.1 (SGD)")
     momentum: float = Field(0.0, ge=0.0, lt=1.0, description="sgd only")
     nesterov: bool = Field(False, description="sgd only")
     weight_decay: float = Field(0.01, ge=0.0, le=100.0,
                                 description="L2 (sgd, adam) or decoupled (adamw)")
-    beta1: float = Field(0.9, ge=0.0, lt=1.0)
-    beta2: float = Field(0.999, ge=0.0, lt=1.0)
-    eps: float = Field(1e-8, gt=0.0, le=1.0)
+    beta1: float = Field(0.9, ge=0.0, lt=1.0, description="Adam β₁ (gradient average)")
+    beta2: float = Field(0.999, ge=0.0, lt=1.0, description="Adam β₂ (squared-gradient average)")
+    eps: float = Field(1e-8, gt=0.0, le=1.0, description="Adam ε (denominator floor)")
     batch_size: int = Field(32, ge=1, le=1_000_000, description="examples per step (paper 32)")
     seed: int = Field(0, ge=0, lt=2**31, description="init and the batch stream")
     epochs: int = Field(100_000, ge=1, le=100_000_000,

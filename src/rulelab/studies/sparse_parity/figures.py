@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from rulelab.report.figures import data_ticks
 from rulelab.studies.sparse_parity.analysis import (
     fit_slope,
     progress_curves,
@@ -49,6 +50,7 @@ def steps_vs_n_figure(runs: pd.DataFrame) -> Figure:
                    s=18, label=f"not learned by step {int(top):,}", zorder=3)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    data_ticks(ax.xaxis, runs["n_bits"].unique())  # at the n trained (8, 12, …), not 10^k
     ax.set_xlabel("n (input bits)")
     ax.set_ylabel("steps to learn (eval acc ≥ 99%)")
     ks = sorted(runs["k"].unique()) if "k" in runs.columns else []

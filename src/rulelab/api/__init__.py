@@ -1,0 +1,8 @@
+"""The Python API (issue 10): ``rulelab.load(path)`` → :class:`LoadedLab`. The top layer
+beside the command line: it may use the studies, the analyses and the engine; nothing below
+imports it."""
+
+from rulelab.api.loaded_lab import LoadedLab, load
+from rulelab.api.stored_tables import UnknownAnalysis
+
+__all__ = ["LoadedLab", "UnknownAnalysis", "load"]

@@ -1,0 +1,105 @@
+"""``rulelab.load(path)``: a lab for a researcher in Python (issue 10 "Python API").
+
+::
+
+    lab = rulelab.load("rulelab-runs/shortcut-saturation-quick")
+    lab.runs                      # one row per run: status, config, summary (upgraded)
+    lab.metrics                   # long: run_id, epoch, split, metric, value
+    lab.analyses["gradients"]     # a stored table, with the runs' config columns
+    model = lab.model(run_id)     # that run's network: run_with_cache, hooks, .config, .data
+    lab.analyze("ablation", runs=[run_id], epochs="final")   # a DataFrame; the lab untouched
+
+``runs, metrics = rulelab.load(path)`` still unpacks as before. Reading never writes the lab;
+only ``analyze(..., save=True)`` stores a table.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from rulelab.api.run_analysis import run_analysis
+from rulelab.api.run_model import run_model
+from rulelab.api.stored_tables import StoredTables
+from rulelab.models.member import MemberModel
+from rulelab.store import Lab
+from rulelab.store.load import load as load_frames
+from rulelab.studies import tasks
+
+
+class LoadedLab:
+    """One lab's runs, metrics, stored analyses, models and analyses on demand."""
+
+    def __init__(self, lab: Lab) -> None:
+        self.lab = lab
+        frames = load_frames(lab)
+        self.metrics: pd.DataFrame = frames.metrics
+        self.runs: pd.DataFrame = upgrade(frames.runs, frames.metrics)
+        self.analyses = StoredTables(lab, self.runs)
+
+    @property
+    def path(self) -> Path:
+        return self.lab.root
+
+    # ``runs, metrics = rulelab.load(p)`` and ``frames[0]``, as when load returned a pair
+    def __iter__(self):
+        return iter((self.runs, self.metrics))
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, i: int) -> pd.DataFrame:
+        return (self.runs, self.metrics)[i]
+
+    def __repr__(self) -> str:
+        task_names = ", ".join(sorted(self.runs["task"].dropna().unique())) \
+            if "task" in self.runs.columns else ""
+        return (f"LoadedLab({str(self.path)!r}: {len(self.runs)} runs"
+                f"{f' ({task_names})' if task_names else ''}; analyses: "
+                f"{', '.join(self.analyses) or 'none'})")
+
+    def model(self, run_id: str, epoch: int | None = None, *, device: str = "cpu"
+              ) -> MemberModel:
+        """The trained network of ``run_id`` (final checkpoint, or the weight snapshot at
+        ``epoch``) without the member axis: ``model(x [batch, …])``, ``run_with_cache``,
+        ``hooks``, ``to_transformer_lens()`` (transformers)."""
+        model = run_model(self.lab, run_id, epoch, device)
+        self._warn()
+        return model
+
+    def analyze(self, name: str, runs: Sequence[str] | str | None = None, epochs="final",
+                save: bool = False, *, show: bool = False, **options) -> pd.DataFrame:
+        """Run the declared analysis ``name`` (``rulelab analyze NAME``) over ``runs`` (all
+        when None) at ``epochs`` (``"final"``, ``"all"``, an epoch or a list); its table as a
+        DataFrame. Stored in the lab only with ``save=True``; ``show`` prints its summary."""
+        try:
+            return run_analysis(self.lab, name, runs=runs, epochs=epochs, save=save, show=show,
+                                **options)
+        finally:
+            self._warn()
+
+    def _warn(self) -> None:
+        for line in self.lab.warnings:
+            warnings.warn(line, stacklevel=3)
+        self.lab.warnings.clear()
+
+
+def load(path: str | Path | Lab | None = None) -> LoadedLab:
+    """Open an existing lab (``path``, ``$RULELAB_HOME`` or ``./rulelab-runs``); never creates
+    one. Runs whose registry row cannot be trusted are left out with a Python warning."""
+    return LoadedLab(path if isinstance(path, Lab) else Lab(path, create=False))
+
+
+def upgrade(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with each task's older summaries mapped to its current columns (its view's
+    ``upgrade``, as ``rulelab runs`` and the report do)."""
+    if runs.empty or "task" not in runs.columns:
+        return runs
+    parts = []
+    for name, rows in runs.groupby("task", sort=False, dropna=False):
+        task = tasks().get(name)
+        parts.append(task.view().upgrade(rows, metrics) if task else rows)
+    return pd.concat(parts).loc[runs.index] if len(parts) > 1 else parts[0]

@@ -1,0 +1,148 @@
+"""Progress where output is not a terminal (issue 10: "a long run under nohup, a scheduler or
+CI prints nothing for many minutes"): a plain line every ``$RULELAB_PROGRESS_SECONDS``
+seconds and one at the end, never a bar.
+
+The unit tests drive :class:`LineSweepProgress` with a fake clock; the end-to-end tests run
+``rulelab train`` as a process with stdout and stderr sent to a file, as ``nohup`` does.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import time
+from types import SimpleNamespace
+
+from cli_inproc import run_main
+from labs import cli
+from rulelab.sweep.progress import LineSweepProgress, clock_text
+
+TINY = ["--seq-len", "4", "--vocab", "8", "--n-train", "64", "--n-eval", "32", "--eval-every",
+        "2", "--layers", "1", "--heads", "1", "--d-model", "16", "--d-mlp", "32"]
+LINE = re.compile(r"progress (\S+): ([\d.]+)% \((\d+)/(\d+) member-epochs\) · runs (\d+)/(\d+) · "
+                  r"generalized (\d+) · failed (\d+) · (?:chunk .* · )?(\d+:\d\d:\d\d) elapsed · "
+                  r"(ETA \d+:\d\d:\d\d|ETA unknown|finished)$")
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def fake_plan(members=(4, 2), epochs=100):
+    """Two chunks of ``members`` runs, ``epochs`` each, none resumed."""
+    chunks = [SimpleNamespace(index=i, start_epoch=0,
+                              configs=[SimpleNamespace(epochs=epochs)] * m)
+              for i, m in enumerate(members)]
+    return SimpleNamespace(experiment="exp", n_todo=sum(members), chunks=chunks,
+                           seed_epochs=lambda: epochs * sum(members))
+
+
+def outcome(status, generalized=False):
+    return SimpleNamespace(status=status, summary={"generalized": generalized})
+
+
+def test_lines_come_every_interval_with_counts_and_eta():
+    clock, out = FakeClock(), io.StringIO()
+    p = LineSweepProgress(out, every=30.0, clock=clock, heartbeat=False)
+    plan = fake_plan()
+    p.begin(plan)
+    spec0 = SimpleNamespace(index=0, label="1L·1H × 4")
+    p.chunk_started(spec0)
+    cb = p.epoch_callbacks(spec0)
+    cb.start("1L·1H × 4", 100, 0, 4)
+    clock.now += 10
+    cb.update(25, 1, 0)  # 10 s in: under the interval, nothing yet
+    assert out.getvalue() == ""
+    clock.now += 20
+    cb.update(50, 2, 0)  # 30 s: 200 of 600 member-epochs
+    (line,) = out.getvalue().splitlines()
+    m = LINE.fullmatch(line)
+    assert m, line
+    assert m.groups()[:8] == ("exp", "33.3", "200", "600", "0", "6", "2", "0")
+    assert m.group(9) == "0:00:30" and m.group(10) == "ETA 0:01:00"  # 400 left at 200 per 30 s
+    assert "chunk 1/2 1L·1H × 4 epoch 50/100" in line
+    clock.now += 5
+    cb.update(75, 2, 0)  # 5 s after the last line: none
+    assert len(out.getvalue().splitlines()) == 1
+    clock.now += 30
+    p.chunk_finished(spec0, [outcome("done", True)] * 3 + [outcome("failed")])
+    last = out.getvalue().splitlines()[-1]
+    assert "(400/600 member-epochs) · runs 4/6 · generalized 3 · failed 1 · 0:01:05" in last
+    p.end()
+    final = out.getvalue().splitlines()[-1]
+    assert final.endswith("finished") and "runs 4/6" in final and "chunk" not in final
+    p.end()  # a second end prints nothing more
+    assert out.getvalue().splitlines()[-1] == final and out.getvalue().count("finished") == 1
+
+
+def test_the_heartbeat_prints_while_no_event_comes():
+    """A chunk that reports nothing for a while (on Ray: until it ends) still gets lines."""
+    out = io.StringIO()
+    p = LineSweepProgress(out, every=0.05)
+    p.begin(fake_plan())
+    time.sleep(0.5)
+    quiet = out.getvalue().splitlines()
+    p.end()
+    assert len(quiet) >= 2 and all(LINE.fullmatch(line) for line in quiet), quiet
+    assert all("(0/600 member-epochs)" in line and line.endswith("ETA unknown") for line in quiet)
+    assert out.getvalue().splitlines()[-1].endswith("finished")
+    n = len(out.getvalue().splitlines())
+    time.sleep(0.2)  # ended: the heartbeat stopped with it
+    assert len(out.getvalue().splitlines()) == n and p.beat is None
+
+
+def test_clock_text():
+    assert [clock_text(s) for s in (0, 59.6, 3725.2, 90061)] == \
+        ["0:00:00", "0:01:00", "1:02:05", "25:01:01"]
+
+
+def _train_to_file(tmp_path, seconds: str | None, epochs: int):
+    env = {k: v for k, v in os.environ.items() if k != "RULELAB_PROGRESS_SECONDS"}
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COLUMNS="80")
+    if seconds is not None:
+        env["RULELAB_PROGRESS_SECONDS"] = seconds
+    log = tmp_path / "nohup.out"
+    with open(log, "w") as f:
+        proc = subprocess.run(cli("train", "mpsp", *TINY, "--epochs", str(epochs), "--seeds",
+                                  "2", "--lab", tmp_path / "lab"),
+                              stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                              env=env, cwd=tmp_path, timeout=300)
+    text = log.read_text()
+    assert proc.returncode == 0, text
+    return text
+
+
+def test_train_into_a_log_file_prints_progress_lines(tmp_path):
+    text = _train_to_file(tmp_path, "0.05", epochs=200)
+    lines = text.splitlines()
+    assert lines[0].startswith("mpsp: 2 runs → lab ") and lines[0].endswith("cpu)")  # one line
+    progress = [line for line in lines if line.startswith("progress ")]
+    assert len(progress) >= 3, text  # a 2 × 200-epoch run takes well over 0.15 s
+    assert all(LINE.fullmatch(line) for line in progress), text
+    done = [int(LINE.fullmatch(line).group(3)) for line in progress]
+    assert done == sorted(done) and done[-1] == 400
+    assert progress[-1].endswith("finished") and "runs 2/2" in progress[-1]
+    assert "━" not in text and "\x1b[" not in text  # no bar, no escape codes
+
+
+def test_the_default_interval_is_quiet_for_a_short_run(tmp_path):
+    text = _train_to_file(tmp_path, None, epochs=20)
+    progress = [line for line in text.splitlines() if line.startswith("progress ")]
+    assert len(progress) == 1 and progress[0].endswith("finished"), text
+
+
+def test_a_bad_interval_is_one_line_and_nothing_is_written(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for bad in ("abc", "0", "-3", "nan", "inf"):
+        monkeypatch.setenv("RULELAB_PROGRESS_SECONDS", bad)
+        res = run_main(["train", "mpsp", *TINY, "--epochs", "4", "--lab", tmp_path / "lab"],
+                       capsys, monkeypatch)
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert res.stderr.startswith("error: RULELAB_PROGRESS_SECONDS: ")
+        assert not (tmp_path / "lab").exists()

@@ -1,0 +1,221 @@
+"""The scale map (issue 11): each study's claims read over synthetic labs, one per scale.
+
+Labs are written through the store API (register + mark_done with a summary), so no training
+runs: each test builds the rates it wants and checks that the verdict sentences follow the
+data — a claim that shows at medium and not at quick says so, and changing the medium data
+changes the sentence.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+import pytest
+
+from rulelab.report.scale_map import (
+    ABSENT,
+    DIRECTION,
+    NOT_READ,
+    SHOWS,
+    claim_sentence,
+    open_scales,
+    read_claims,
+    scale_key,
+    write_scale_map,
+)
+from rulelab.store import Lab
+from rulelab.studies import study
+from rulelab.studies.coexistence.config import ModularRunConfig
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+
+S = study("shortcut-saturation")
+M = study("coexistence")
+
+
+def s_lab(root, scale: str, cells: dict) -> None:
+    """A study-S lab at ``root/shortcut-saturation-<scale>``: ``cells`` maps (layers, ratio,
+    weight_decay) → list of (generalized, transient) per seed."""
+    lab = Lab(root / f"shortcut-saturation-{scale}", create=True)
+    for (layers, ratio, wd), seeds in cells.items():
+        for seed, (gen, transient) in enumerate(seeds):
+            c = MPSPRunConfig(layers=layers, heads=2, ratio=ratio, weight_decay=wd, seed=seed,
+                              seq_len=6, vocab=8, n_train=64, n_eval=32, epochs=10)
+            lab.register([(c.run_id, c.flat())], f"shortcut-saturation-{scale}")
+            lab.mark_done(c.run_id, {"generalized": gen, "adv_generalized": gen,
+                                     "transient": transient, "max_adv_acc": 1.0 if gen else 0.5})
+
+
+def headline(r2_05: int, r2_09: int, r1_05: int, r1_09: int, n: int = 8) -> dict:
+    """The four headline cells with k of n seeds generalizing (none transient)."""
+    def seeds(k):
+        return [(i < k, False) for i in range(n)]
+
+    return {(2, 0.5, 0.1): seeds(r2_05), (2, 0.9, 0.1): seeds(r2_09),
+            (1, 0.5, 0.1): seeds(r1_05), (1, 0.9, 0.1): seeds(r1_09)}
+
+
+def read(st, root) -> dict:
+    claims = read_claims(st, open_scales(st, root))
+    return {claim.name: (claim, reading) for claim, reading in claims}
+
+
+def test_scales_sort_smallest_first_with_named_variants_after_their_base():
+    names = ["paper", "medium-s5s6", "quick", "variants", "medium", "tiny"]
+    assert sorted(names, key=scale_key) == ["tiny", "quick", "medium", "medium-s5s6", "paper",
+                                           "variants"]
+
+
+def test_s1_appears_at_the_scale_whose_rates_show_it_and_not_where_they_do_not(tmp_path):
+    s_lab(tmp_path, "quick", headline(2, 2, 0, 0))  # no interaction
+    s_lab(tmp_path, "medium", headline(0, 7, 6, 0))  # paper-like, disjoint intervals
+    claim, reading = read(S, tmp_path)["S1"]
+    assert list(reading.scales) == ["quick", "medium"]
+    assert reading.scales["medium"].status == SHOWS
+    assert reading.scales["quick"].status == ABSENT
+    assert "2L: r=0.5 0% [0%, 32%] (0/8), r=0.9 88% [53%, 98%] (7/8)" in \
+        reading.scales["medium"].sentence
+    sentence = claim_sentence(claim, reading)
+    assert sentence.startswith("S1 — depth × imbalance")
+    assert "appears at the medium scale" in sentence
+    assert "does not show at quick" in sentence
+
+
+def test_s1_changes_when_the_data_change(tmp_path):
+    s_lab(tmp_path, "medium", headline(1, 3, 2, 1))  # right direction, overlapping intervals
+    claim, reading = read(S, tmp_path)["S1"]
+    assert reading.scales["medium"].status == DIRECTION
+    assert "shows at no scale run here" in claim_sentence(claim, reading)
+    s_lab(tmp_path, "quick", {(2, 0.5, 0.1): [(False, False)] * 4})  # 1L cells missing
+    _, reading = read(S, tmp_path)["S1"]
+    assert reading.scales["quick"].status == NOT_READ
+    assert "not all run" in reading.scales["quick"].sentence
+
+
+def test_s5_and_s6_read_below_chance_and_transient_counts(tmp_path):
+    cells = headline(0, 7, 6, 0)
+    cells[2, 0.1, 0.1] = [(True, False)] * 7 + [(False, False)]  # below chance also helps
+    for r in (0.1, 0.5, 0.9):  # wd 0.4: as many find it, but most cannot stay
+        cells[2, r, 0.4] = [(True, True)] * 7 + [(False, False)]
+    s_lab(tmp_path, "medium", cells)
+    s_lab(tmp_path, "quick", headline(0, 7, 6, 0))
+    claims = read(S, tmp_path)
+    s5, s6 = claims["S5"][1], claims["S6"][1]
+    assert s5.scales["medium"].status == SHOWS
+    assert "best below chance r=0.1 88%" in s5.scales["medium"].sentence
+    assert s5.scales["quick"].status == NOT_READ  # no ratio below chance there
+    assert s6.scales["medium"].status == SHOWS
+    # Wilson 95% of 21/24: centre 22.92/27.84, half 1.96·√(21·3/24 + 0.96)/27.84
+    assert "wd 0.4: transient 88% [69%, 96%] (21/24), ever generalized 21/24" in \
+        s6.scales["medium"].sentence
+    assert "wd 0.1: transient 0% [0%, 14%] (0/24), ever generalized 14/24" in \
+        s6.scales["medium"].sentence
+    assert s6.scales["quick"].status == NOT_READ
+
+
+def m_lab(root, scale: str, rows: list[tuple], g_acc: dict | None = None) -> None:
+    """A study-M lab: rows (noise, width, seed, test, noisy_fit); ``g_acc[(noise, width)]`` is
+    FF's G test accuracy stored as the lab's ``ff`` table."""
+    lab = Lab(root / f"coexistence-{scale}", create=True)
+    ff = []
+    for noise, width, seed, test, fit in rows:
+        c = ModularRunConfig(p=11, width=width, noise=noise, seed=seed, epochs=10)
+        lab.register([(c.run_id, c.flat())], f"coexistence-{scale}")
+        lab.mark_done(c.run_id, {"final_test_acc": test, "final_noisy_acc": fit,
+                                 "final_clean_acc": 1.0})
+        if g_acc is not None:
+            ff.append({"run_id": c.run_id, "epoch": 10, "member": 0, "network": "G",
+                       "subset": "test", "acc": g_acc[noise, width], "noise": noise,
+                       "width": width})
+    if ff:
+        lab.write_table("ff", "all", pd.DataFrame(ff))
+
+
+def test_m1_and_m2_follow_the_network_and_g_accuracies(tmp_path):
+    widths = (17, 65, 257)
+    # quick: memorizes at 65+ but stays at chance; medium: test rises with width while fitting
+    grid = list(itertools.product(widths, (0, 1)))
+    quick = [(0.8, w, s, 0.1, 0.5 if w == 17 else 1.0) for w, s in grid]
+    medium = [(0.8, w, s, {17: 0.2, 65: 0.3, 257: 0.8}[w] + 0.01 * s, 0.5 if w == 17 else 1.0)
+              for w, s in grid]
+    m_lab(tmp_path, "quick", quick, g_acc={(0.8, w): 0.6 for w in widths})
+    m_lab(tmp_path, "medium", medium, g_acc={(0.8, 17): 0.5, (0.8, 65): 0.97, (0.8, 257): 1.0})
+    claims = read(M, tmp_path)
+    (c1, m1), m2 = claims["M1"], claims["M2"][1]
+    assert m1.scales["medium"].status == SHOWS and m1.scales["quick"].status == ABSENT
+    assert "fitted from M = 65 (test 30.5% [30.0%, 31.0%]) to M = 257 (test 80.5%" in \
+        m1.scales["medium"].sentence
+    assert "appears at the medium scale" in claim_sentence(c1, m1)
+    assert m2.scales["medium"].status == SHOWS
+    assert m2.scales["quick"].status == DIRECTION  # G 60% beats the network's 10%
+    assert "G's test accuracy 100.0% [100.0%, 100.0%] at M = 257" in m2.scales["medium"].sentence
+
+
+def test_m2_says_how_to_get_the_ff_table_and_m1_needs_noise(tmp_path):
+    m_lab(tmp_path, "quick", [(0.0, 17, 0, 0.9, float("nan"))])
+    claims = read(M, tmp_path)
+    assert claims["M1"][1].scales["quick"].status == NOT_READ
+    m2 = claims["M2"][1].scales["quick"]
+    assert m2.status == NOT_READ and "rulelab analyze ff --lab" in m2.sentence
+
+
+def test_the_page_and_one_png_per_claim_are_written(tmp_path):
+    s_lab(tmp_path, "medium", headline(0, 7, 6, 0))
+    scales = open_scales(S, tmp_path)
+    out = write_scale_map(tmp_path / "out" / "map.html", S, scales, read_claims(S, scales))
+    text = out.read_text()
+    assert "appears at the medium scale" in text and text.count("data:image/png") == 3
+    assert sorted(p.name for p in out.parent.glob("*.png")) == ["map-S1.png", "map-S5.png",
+                                                               "map-S6.png"]
+
+
+def test_a_folder_without_labs_gives_no_scales(tmp_path):
+    (tmp_path / "shortcut-saturation-quick").mkdir()  # not a lab: no registry
+    assert open_scales(S, tmp_path) == {}
+    with pytest.raises(ValueError, match="status"):
+        from rulelab.report.scale_map import ScaleReading
+
+        ScaleReading("maybe", "x")
+
+
+# --- the command: `rulelab scale-map STUDY` -----------------------------------------------------
+def cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
+    from rulelab.cli import main
+
+    monkeypatch.setattr("sys.argv", ["rulelab", *map(str, args)])
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_the_command_prints_one_sentence_per_claim_and_writes_the_page(tmp_path, monkeypatch,
+                                                                       capsys):
+    s_lab(tmp_path, "quick", headline(2, 2, 0, 0))
+    s_lab(tmp_path, "medium", headline(0, 7, 6, 0))
+    out = tmp_path / "map.html"
+    code, text, err = cli(monkeypatch, capsys, "scale-map", "shortcut-saturation", "--labs",
+                          tmp_path, "--out", out)
+    assert code == 0, err
+    flat = " ".join(text.split())
+    assert "S1 — depth × imbalance" in flat and "appears at the medium scale" in flat
+    assert "quick [does not show]" in flat and "medium [shows]" in flat
+    assert "S5 — distance from chance" in flat and "S6 — weight decay" in flat
+    assert out.is_file() and (tmp_path / "map-S1.png").is_file()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nope"], "no study 'nope'"),
+    (["sparse-parity"], "declares no claims to map"),
+    (["coexistence"], "--labs: no lab of coexistence under"),
+    (["shortcut-saturation", "--out", "x.txt"], "--out: 'x.txt' is not allowed; the file must "
+                                                 "end in .html"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, args, message):
+    s_lab(tmp_path, "quick", headline(0, 0, 0, 0))
+    code, _, err = cli(monkeypatch, capsys, "scale-map", *args, "--labs", tmp_path)
+    assert code == 2 and message in " ".join(err.split()) and err.count("error:") == 1
+    assert not list(tmp_path.glob("*.html"))
