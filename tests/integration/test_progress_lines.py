@@ -21,7 +21,8 @@ from rulelab.sweep.progress import LineSweepProgress, clock_text
 
 TINY = ["--seq-len", "4", "--vocab", "8", "--n-train", "64", "--n-eval", "32", "--eval-every",
         "2", "--layers", "1", "--heads", "1", "--d-model", "16", "--d-mlp", "32"]
-LINE = re.compile(r"progress (\S+): ([\d.]+)% \((\d+)/(\d+) member-epochs\) · runs (\d+)/(\d+) · "
+LINE = re.compile(r"progress (\S+): ([\d.]+)% of the estimated time \((\d+)/(\d+) "
+                  r"member-epochs\) · runs (\d+)/(\d+) · "
                   r"generalized (\d+) · failed (\d+) · (?:chunk .* · )?(\d+:\d\d:\d\d) elapsed · "
                   r"(ETA \d+:\d\d:\d\d|ETA unknown|finished)$")
 
@@ -79,6 +80,24 @@ def test_lines_come_every_interval_with_counts_and_eta():
     assert final.endswith("finished") and "runs 4/6" in final and "chunk" not in final
     p.end()  # a second end prints nothing more
     assert out.getvalue().splitlines()[-1] == final and out.getvalue().count("finished") == 1
+
+
+def test_the_eta_weighs_each_chunk_by_its_estimated_cost():
+    """A cheap chunk first must not promise the sweep in its own time: chunk 1 costs 3× per
+    member-epoch (a 2-layer ensemble after a 1-layer one), so after chunk 0's 400 of 600
+    member-epochs in 30 s, 60% of the time is left (45 s), not a third (15 s)."""
+    clock, out = FakeClock(), io.StringIO()
+    plan = fake_plan(members=(4, 2))
+    plan.chunks[0].flops, plan.chunks[1].flops = 4.0e12, 6.0e12  # ×1.5 the work, ×3 per epoch
+    p = LineSweepProgress(out, every=1.0, clock=clock, heartbeat=False)
+    p.begin(plan)
+    spec0 = SimpleNamespace(index=0, label="1L·2H × 4")
+    p.chunk_started(spec0)
+    clock.now += 30
+    p.chunk_finished(spec0, [outcome("done")] * 4)
+    m = LINE.fullmatch(out.getvalue().splitlines()[-1])
+    assert m and m.group(3) == "400" and m.group(2) == "40.0", out.getvalue()
+    assert m.group(10) == "ETA 0:00:45"  # 6e12 left at 4e12 per 30 s
 
 
 def test_the_heartbeat_prints_while_no_event_comes():

@@ -117,6 +117,8 @@ def test_a_bad_value_in_a_sub_grid_points_at_its_item():
     ("shortcut_saturation/quick", 32), ("shortcut_saturation/paper", 2400),
     ("shortcut_saturation/variants", 1080), ("coexistence/tiny", 4), ("coexistence/quick", 42),
     ("coexistence/paper", 108), ("coexistence/variants", 891),
+    ("shortcut_saturation/medium", 24), ("shortcut_saturation/medium-s5s6", 60),
+    ("coexistence/medium", 42),
 ])
 def test_presets_load(name, n_runs):
     recipe = load_recipe(_recipe(name))

@@ -1,11 +1,14 @@
 """Sweep progress: runs done, members generalized, failed, and an ETA (issue 10: "progress
 anywhere").
 
-The unit is the member-epoch (one run trained one epoch), so progress and its ETA advance
-evenly across chunks of any size. In-process chunks (local executor) report every evaluation;
-remote chunks (Ray) report when they finish. :class:`SweepCounts` keeps the counts; two
-displays draw them: a rich bar on a terminal (:class:`RichSweepProgress`) and, where output
-goes to a file (nohup, a scheduler, CI), one plain line every ``every`` seconds
+The counted unit is the member-epoch (one run trained one epoch). The share done and the ETA
+weigh each chunk's member-epochs by the cost model's estimate of that chunk's time
+(:mod:`rulelab.sweep.estimate`): a 2-layer member-epoch costs about three 1-layer ones, and a
+width-1025 one sixty width-17 ones, so an ETA in plain member-epochs read off a cheap first
+chunk would promise a fraction of the real time. In-process chunks (local executor) report
+every evaluation; remote chunks (Ray) report when they finish. :class:`SweepCounts` keeps the
+counts; two displays draw them: a rich bar on a terminal (:class:`RichSweepProgress`) and,
+where output goes to a file (nohup, a scheduler, CI), one plain line every ``every`` seconds
 (:class:`LineSweepProgress`), since a bar that only draws on a terminal leaves such a log
 silent for hours.
 """
@@ -28,8 +31,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from rulelab.sweep.estimate import speed
 from rulelab.train.runner import EpochProgress as EpochCallbacks
 
+CPU = speed("cpu")  # weights chunks against each other: relative times are what matter
 LINE_SECONDS = 30.0  # a plain progress line this often, when output is not a terminal
 
 
@@ -58,6 +63,9 @@ class SweepCounts(SweepProgress):
         self.at_epoch = ""  # "epoch 120/15000" of the running in-process chunk
         self.n_runs = self.n_chunks = 0
         self.chunk_work: dict[int, int] = {}
+        self.chunk_cost: dict[int, float] = {}  # estimated seconds of each chunk (relative)
+        self.cost_base = self.cost_done = 0.0  # of finished chunks; and with the running one
+        self.cost_total = 1.0
 
     def begin(self, plan) -> None:
         self.experiment = plan.experiment
@@ -65,6 +73,14 @@ class SweepCounts(SweepProgress):
         self.total = max(plan.seed_epochs(), 1)
         self.chunk_work = {c.index: (c.configs[0].epochs - c.start_epoch) * len(c.configs)
                            for c in plan.chunks}
+        self.chunk_cost = {c.index: chunk_seconds(c, self.chunk_work[c.index])
+                           for c in plan.chunks}
+        self.cost_total = sum(self.chunk_cost.values()) or 1.0
+
+    @property
+    def share(self) -> float:
+        """The estimated share of the sweep's time done (0–1)."""
+        return min(self.cost_done / self.cost_total, 1.0)
 
     def chunk_started(self, spec) -> None:
         self.chunk = f"chunk {self.finished_chunks + 1}/{self.n_chunks} {spec.label}"
@@ -77,7 +93,10 @@ class SweepCounts(SweepProgress):
               at_epoch: str = "") -> None:
         """A running chunk's evaluation: ``member_epochs`` of it done so far."""
         self.at_epoch = at_epoch
-        self.completed = self.base + min(member_epochs, self.chunk_work.get(spec.index, 0))
+        work = self.chunk_work.get(spec.index, 0)
+        self.completed = self.base + min(member_epochs, work)
+        self.cost_done = self.cost_base + (self.chunk_cost.get(spec.index, 0.0)
+                                           * min(member_epochs, work) / max(work, 1))
         self.live_gen, self.live_fail = n_generalized, n_failed
         self.show()
 
@@ -90,7 +109,9 @@ class SweepCounts(SweepProgress):
                 self.failed += 1
         self.finished_chunks += 1
         self.base += self.chunk_work.get(spec.index, 0)
-        self.completed, self.live_gen, self.live_fail = self.base, 0, 0
+        self.cost_base += self.chunk_cost.get(spec.index, 0.0)
+        self.completed, self.cost_done, self.live_gen, self.live_fail = (
+            self.base, self.cost_base, 0, 0)
         self.chunk = self.at_epoch = ""
         self.show()
 
@@ -128,7 +149,8 @@ class RichSweepProgress(SweepCounts):
             console=self.console, transient=False,
         )
         self.bar.start()
-        self.task = self.bar.add_task(plan.experiment, total=self.total, completed=0,
+        # the bar counts estimated seconds of work, so its time-remaining column is weighed
+        self.task = self.bar.add_task(plan.experiment, total=self.cost_total, completed=0,
                                       **self._fields())
 
     def _fields(self) -> dict:
@@ -137,7 +159,7 @@ class RichSweepProgress(SweepCounts):
 
     def show(self) -> None:
         if self.bar is not None:
-            self.bar.update(self.task, completed=self.completed, **self._fields())
+            self.bar.update(self.task, completed=self.cost_done, **self._fields())
 
     def end(self) -> None:
         if self.bar is not None:
@@ -148,8 +170,9 @@ class RichSweepProgress(SweepCounts):
 class LineSweepProgress(SweepCounts):
     """One plain line every ``every`` seconds, and one at the end, for a log file::
 
-        progress paper: 12.0% (288000/2400000 member-epochs) · runs 240/2400 · generalized 31
-        · failed 0 · chunk 5/40 2L·2H × 60 epoch 1200/15000 · 0:41:10 elapsed · ETA 5:02:00
+        progress paper: 12.0% of the estimated time (288000/2400000 member-epochs)
+        · runs 240/2400 · generalized 31 · failed 0 · chunk 5/40 2L·2H × 60 epoch 1200/15000
+        · 0:41:10 elapsed · ETA 5:02:00
 
     (on one line). Events (an evaluation, a finished chunk) print when the interval has
     passed; a ``heartbeat`` thread prints when no event comes for that long (a big data set
@@ -201,15 +224,16 @@ class LineSweepProgress(SweepCounts):
 
     def line(self, now: float, *, final: bool = False) -> str:
         elapsed = now - self.started
-        share = self.completed / self.total
+        share = self.share
         if final:
             eta = "finished"
-        elif self.completed and elapsed > 0:
-            eta = f"ETA {clock_text((self.total - self.completed) * elapsed / self.completed)}"
+        elif self.cost_done > 0 and elapsed > 0:
+            left = self.cost_total - self.cost_done
+            eta = f"ETA {clock_text(left * elapsed / self.cost_done)}"
         else:
             eta = "ETA unknown"
-        parts = [f"progress {self.experiment}: {100 * share:.1f}% ({self.completed}/"
-                 f"{self.total} member-epochs)", f"runs {self.runs_text}",
+        parts = [f"progress {self.experiment}: {100 * share:.1f}% of the estimated time "
+                 f"({self.completed}/{self.total} member-epochs)", f"runs {self.runs_text}",
                  f"generalized {self.n_generalized}", f"failed {self.n_failed}",
                  *([f"{self.chunk} {self.at_epoch}".strip()] if self.chunk and not final
                    else []),
@@ -219,6 +243,15 @@ class LineSweepProgress(SweepCounts):
     def write(self, line: str) -> None:
         out = self.out or sys.stderr  # looked up late: tests swap sys.stderr
         print(line, file=out, flush=True)
+
+
+def chunk_seconds(chunk, member_epochs: int) -> float:
+    """The cost model's time of ``chunk`` on this CPU (only ratios between chunks matter);
+    plain member-epochs where the plan carries no estimate."""
+    flops = getattr(chunk, "flops", None)
+    if not flops:
+        return float(member_epochs)
+    return CPU.seconds(flops, getattr(chunk, "passes", 0))
 
 
 def clock_text(seconds: float) -> str:
