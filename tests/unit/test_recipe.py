@@ -118,12 +118,22 @@ def test_a_bad_value_in_a_sub_grid_points_at_its_item():
     ("shortcut_saturation/variants", 1080), ("coexistence/tiny", 4), ("coexistence/quick", 42),
     ("coexistence/paper", 108), ("coexistence/variants", 891),
     ("shortcut_saturation/medium", 24), ("shortcut_saturation/medium-s5s6", 60),
-    ("coexistence/medium", 42),
+    ("coexistence/medium", 42), ("shortcut_saturation/paper-headline", 120),
 ])
 def test_presets_load(name, n_runs):
     recipe = load_recipe(_recipe(name))
     assert len(recipe.configs()) == n_runs
     assert recipe.experiment == name.replace("_", "-").replace("/", "-")
+
+
+def test_the_headline_slice_trains_the_paper_recipes_own_runs():
+    """paper-headline.yaml is a slice of paper.yaml: the same run ids, so a GPU session that
+    trains it first into the paper lab leaves paper.yaml those runs done."""
+    paper = {c.run_id for c in load_recipe(_recipe("shortcut_saturation/paper")).configs()}
+    head = load_recipe(_recipe("shortcut_saturation/paper-headline")).configs()
+    assert {c.run_id for c in head} <= paper
+    assert {(c.layers, c.heads, c.ratio, c.weight_decay) for c in head} == {
+        (layers, 2, r, 0.1) for layers in (1, 2) for r in (0.5, 0.9)}
 
 
 def test_paper_preset_has_the_papers_values():

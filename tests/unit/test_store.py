@@ -489,3 +489,16 @@ def test_two_processes_opening_a_new_lab_at_once_both_succeed(tmp_path):
     while not errors.empty():
         failures.append(errors.get())
     assert failures == []
+
+
+def test_a_folder_of_labs_is_no_lab_and_the_error_names_the_labs_inside(tmp_path):
+    """``rulelab.load("rulelab-runs")`` after `rulelab reproduce` (labs one level down)."""
+    import rulelab
+
+    for name in ("b-quick", "a-medium"):
+        Lab(tmp_path / name, create=True)
+    with pytest.raises(StoreError, match=r"no lab at .*, but it holds 2: a-medium, b-quick; "
+                                         r"open one of them \(--lab .*a-medium\)"):
+        rulelab.load(tmp_path)
+    with pytest.raises(StoreError, match=r"no lab at .*: run `rulelab train …` first"):
+        Lab(tmp_path / "a-medium" / "metrics", create=False)

@@ -56,6 +56,20 @@ def resolve_lab(path: str | Path | None = None) -> Path:
     return Path(path).expanduser().absolute()
 
 
+def labs_hint(folder: Path, most: int = 6) -> str:
+    """What to do where ``folder`` is no lab: name the labs one level below it (a folder of
+    labs, like ./rulelab-runs after `rulelab reproduce`), else how to make one."""
+    try:
+        labs = sorted(p.name for p in folder.iterdir() if (p / REGISTRY_FILE).is_file())
+    except OSError:
+        labs = []
+    if not labs:
+        return ": run `rulelab train …` first or pass --lab"
+    more = f" and {len(labs) - most} more" if len(labs) > most else ""
+    return (f", but it holds {len(labs)}: {', '.join(labs[:most])}{more}; open one of them "
+            f"(--lab {folder / labs[0]})")
+
+
 class Lab:
     """One lab directory: run registry, metrics and checkpoints."""
 
@@ -84,8 +98,7 @@ class Lab:
         with creation_lock(self.root, shared=not create):
             initialized = self._registry.check() if self.registry_path.exists() else None
             if initialized is None and not create:
-                raise StoreError(f"no lab at {self.root}: run `rulelab train …` first or pass "
-                                 "--lab")
+                raise StoreError(f"no lab at {self.root}{labs_hint(self.root)}")
             if initialized is False and not create:
                 raise StoreError(f"lab registry {self.registry_path} is empty: run `rulelab "
                                  "train …` to initialize it or pass --lab")
