@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pandas as pd
@@ -237,12 +238,19 @@ def test_a_second_train_on_a_busy_lab_is_refused(tmp_path, capsys, monkeypatch):
     try:
         from rulelab.store.lock import lock_holder
 
+        def registered() -> int:  # the holder takes the lock before it registers its run
+            try:
+                uri = f"{(lab / 'registry.sqlite').as_uri()}?mode=ro"  # never creates it
+                with closing(sqlite3.connect(uri, uri=True)) as db:
+                    return db.execute("SELECT count(*) FROM runs").fetchone()[0]
+            except sqlite3.Error:  # not created yet
+                return 0
+
         deadline = time.time() + 120
-        while (lock_holder(lab) or {}).get("pid") != holder.pid:
+        while (lock_holder(lab) or {}).get("pid") != holder.pid or registered() < 1:
             assert holder.poll() is None and time.time() < deadline, holder.stderr.read()
             time.sleep(0.2)
-        before = digest(lab / "metrics"), sqlite3.connect(lab / "registry.sqlite").execute(
-            "SELECT count(*) FROM runs").fetchone()
+        before = digest(lab / "metrics"), (registered(),)
         line = one_error(run_main(["train", "mpsp", *long, "--quiet", "--lab", lab], capsys,
                                   monkeypatch), "sweep.lock", f"pid {holder.pid}")
         assert "rulelab train" in line
