@@ -16,9 +16,9 @@ import torch
 import rulelab
 from labs import sweep, write
 from rulelab.analysis.loading import load_ensembles, stored_configs
-from rulelab.api.loaded_lab import upgrade
 from rulelab.errors import UserError
 from rulelab.report.analyses import tidy_analysis
+from rulelab.report.views import upgrade_by_task
 from rulelab.store import Lab
 
 RECIPE = """experiment: api
@@ -147,9 +147,22 @@ def test_stored_tables_fill_config_columns_but_never_an_analysis_column():
 def test_old_summaries_are_upgraded_on_load():
     runs = pd.DataFrame({"run_id": ["a", "b"], "task": ["mpsp", "mpsp"],
                          "generalized": [True, False], "first_epoch_100": [40, None]})
-    up = upgrade(runs, pd.DataFrame(columns=["run_id", "epoch", "split", "metric", "value"]))
+    no_metrics = pd.DataFrame(columns=["run_id", "epoch", "split", "metric", "value"])
+    up = upgrade_by_task(runs, no_metrics)
     assert list(up["adv_generalized"]) == [True, False]  # the old adv-only flag, renamed
     assert up["generalized"].tolist()[1] is False and "first_epoch_100" not in up.columns
+
+
+def test_a_lab_of_two_tasks_upgrades_each_task_on_its_own_rows():
+    runs = pd.DataFrame({"run_id": ["m", "a"], "task": ["modular", "mpsp"],
+                         "generalized": [True, True], "first_epoch_100": [None, 40],
+                         "width": [65, None]})
+    no_metrics = pd.DataFrame(columns=["run_id", "epoch", "split", "metric", "value"])
+    up = upgrade_by_task(runs, no_metrics)
+    assert list(up["run_id"]) == ["m", "a"]  # the rows in their order
+    assert up.loc[up["run_id"] == "a", "adv_generalized"].item() is True  # mpsp: renamed
+    assert up.loc[up["run_id"] == "m", "generalized"].item() is True  # modular untouched
+    assert up.loc[up["run_id"] == "m", "width"].item() == 65
 
 
 def test_load_never_creates_a_lab(tmp_path):

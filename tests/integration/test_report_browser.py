@@ -7,7 +7,7 @@ lab holding two tasks — and checks what a reader sees:
 - every figure is there and drawn: each ``<img>`` decoded (natural width and height > 0) and
   not blank (its pixels take more than a handful of values), each ``<svg>`` non-empty;
 - no console error and no page error;
-- no panel says "no metrics yet" (or any other placeholder) where the lab holds the data;
+- no panel says "no metrics yet" (or any other no-data message) where the lab holds the data;
 - the study's own figures are there (captions), a section per task in the mixed lab.
 
 A full-page screenshot per study is kept in ``$RULELAB_SCREENSHOTS`` (default: the test's tmp
@@ -125,8 +125,8 @@ def test_every_figure_renders_in_chromium(study, reports, browser, tmp_path):
     svgs = page.evaluate(SVGS_JS)
     captions = page.eval_on_selector_all("figcaption", "els => els.map(e => e.textContent)")
     headings = page.eval_on_selector_all("h2, h3", "els => els.map(e => e.textContent)")
-    empty = page.eval_on_selector_all("figure[data-placeholders]",
-                                      "els => els.map(e => e.dataset.placeholders)")
+    empty = page.eval_on_selector_all("figure[data-no-data]",
+                                      "els => els.map(e => e.dataset.noData)")
     shot = screenshot_dir(tmp_path) / f"report-{study}.png"
     page.screenshot(path=str(shot), full_page=True)
     page.close()
@@ -139,7 +139,7 @@ def test_every_figure_renders_in_chromium(study, reports, browser, tmp_path):
         assert img["colours"] > 8, f"blank figure: {img['alt']} ({img['colours']} colours)"
     for svg in svgs:
         assert svg["w"] > 0 and svg["h"] > 0 and svg["n"] > 0, svg
-    assert not empty, f"placeholders where the lab has data: {empty}"
+    assert not empty, f"no-data messages where the lab has data: {empty}"
     want_captions, want_headings = EXPECTED[study]
     for want in want_captions:
         assert any(c.startswith(want) for c in captions), (want, captions)

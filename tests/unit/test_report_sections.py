@@ -1,6 +1,6 @@
 """What ``rulelab report`` reads and draws per study (issue 10): tracked and post-hoc analysis
 rows kept apart with their config columns, a section per task, study M's figures and names,
-log axes ticked at the data, and placeholders marked on the page."""
+log axes ticked at the data, and no-data messages marked on the page."""
 
 import numpy as np
 import pandas as pd
@@ -89,15 +89,15 @@ def test_data_ticks_and_legend_columns():
     assert legend_columns(new_figure(12, 2), ["ab"] * 4) == 4
 
 
-def test_figures_with_placeholders_are_marked_on_the_page():
+def test_figures_with_no_data_messages_are_marked_on_the_page():
     from rulelab.report.figures import empty_panel
 
     fig = new_figure(2, 2)
     empty_panel(fig.add_subplot(), "no metrics yet")
-    assert 'data-placeholders="no metrics yet"' in figure_html(fig, "empty")
+    assert 'data-no-data="no metrics yet"' in figure_html(fig, "empty")
     drawn = new_figure(2, 2)
     drawn.add_subplot().plot([0, 1])
-    assert "data-placeholders" not in figure_html(drawn, "drawn")
+    assert "data-no-data" not in figure_html(drawn, "drawn")
 
 
 def test_readings_at_one_epoch_per_run_are_drawn_against_r():

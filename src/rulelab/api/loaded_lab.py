@@ -25,9 +25,9 @@ from rulelab.api.run_analysis import run_analysis
 from rulelab.api.run_model import run_model
 from rulelab.api.stored_tables import StoredTables
 from rulelab.models.member import MemberModel
+from rulelab.report.views import upgrade_by_task
 from rulelab.store import Lab
 from rulelab.store.load import load as load_frames
-from rulelab.studies import tasks
 
 
 class LoadedLab:
@@ -37,7 +37,7 @@ class LoadedLab:
         self.lab = lab
         frames = load_frames(lab)
         self.metrics: pd.DataFrame = frames.metrics
-        self.runs: pd.DataFrame = upgrade(frames.runs, frames.metrics)
+        self.runs: pd.DataFrame = upgrade_by_task(frames.runs, frames.metrics)
         self.analyses = StoredTables(lab, self.runs)
 
     @property
@@ -91,15 +91,3 @@ def load(path: str | Path | Lab | None = None) -> LoadedLab:
     """Open an existing lab (``path``, ``$RULELAB_HOME`` or ``./rulelab-runs``); never creates
     one. Runs whose registry row cannot be trusted are left out with a Python warning."""
     return LoadedLab(path if isinstance(path, Lab) else Lab(path, create=False))
-
-
-def upgrade(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
-    """``runs`` with each task's older summaries mapped to its current columns (its view's
-    ``upgrade``, as ``rulelab runs`` and the report do)."""
-    if runs.empty or "task" not in runs.columns:
-        return runs
-    parts = []
-    for name, rows in runs.groupby("task", sort=False, dropna=False):
-        task = tasks().get(name)
-        parts.append(task.view().upgrade(rows, metrics) if task else rows)
-    return pd.concat(parts).loc[runs.index] if len(parts) > 1 else parts[0]

@@ -173,18 +173,12 @@ def open_lab(lab: Path | None, *, create: bool):
         raise UserError(str(e)) from None
 
 
-def labs_inside(folder: Path) -> list[Path]:
-    """The labs one level below ``folder`` (sub-folders with a registry), sorted."""
-    try:
-        return sorted(p for p in folder.iterdir() if (p / "registry.sqlite").is_file())
-    except OSError:  # missing, a file, unreadable: the store's own message says which
-        return []
-
-
 def check_holds_labs(root: Path) -> None:
     """``root`` has no registry but labs inside it: name them and the flag that picks one."""
     if (root / "registry.sqlite").exists():
         return
+    from rulelab.store.lab import labs_inside
+
     labs = labs_inside(root)
     if not labs:
         return

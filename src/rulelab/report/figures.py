@@ -53,20 +53,20 @@ def data_ticks(axis, values) -> None:
     axis.set_minor_locator(NullLocator())
 
 
-PLACEHOLDER = "placeholder"  # gid of the text a panel shows instead of data
+NO_DATA = "no-data"  # gid of the message a panel shows where it has no data
 
 
 def empty_panel(ax, message: str) -> None:
-    """``message`` in place of data; :func:`placeholders` counts it (the report marks it)."""
+    """``message`` in place of data; :func:`no_data_messages` lists it (the report marks it)."""
     ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="0.4",
-            gid=PLACEHOLDER)
+            gid=NO_DATA)
     ax.set_xticks([])
     ax.set_yticks([])
 
 
-def placeholders(fig: Figure) -> list[str]:
+def no_data_messages(fig: Figure) -> list[str]:
     """The messages the figure shows in place of data ("no metrics yet", …)."""
-    return [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == PLACEHOLDER]
+    return [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == NO_DATA]
 
 
 def _x_column(metrics: pd.DataFrame) -> str:
@@ -143,7 +143,7 @@ def _curve_grid(
             ax.axhline(chance[0], ls=":", lw=0.8, color="0.5")
         if not drawn:
             ax.text(0.5, 0.5, "no metrics yet", ha="center", transform=ax.transAxes,
-                    color="0.4", gid=PLACEHOLDER)
+                    color="0.4", gid=NO_DATA)
         ax.set_title(title, fontsize=8.5)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)

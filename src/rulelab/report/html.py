@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from rulelab.report.figures import accuracy_curves, loss_curves, placeholders
+from rulelab.report.figures import accuracy_curves, loss_curves, no_data_messages
 from rulelab.report.rates import RateTable, rate_tables
 from rulelab.report.views import view_of
 from rulelab.store.errors import write_errors
@@ -59,12 +59,12 @@ def figure_png_base64(fig: Figure, dpi: int = 110) -> str:
 
 def figure_html(fig: Figure, caption: str) -> str:
     """``fig`` as an embedded PNG under ``caption``; panels that show a message in place of
-    data ("no metrics yet") are listed in the ``data-placeholders`` attribute, so a check of
+    data ("no metrics yet") are listed in the ``data-no-data`` attribute, so a check of
     the page (tests/integration/test_report_browser.py) can tell them from drawn data."""
     src = "data:image/png;base64," + figure_png_base64(fig)
     alt = html.escape(caption, quote=True)
-    empty = placeholders(fig)
-    mark = (' data-placeholders="' + html.escape("; ".join(empty), quote=True) + '"'
+    empty = no_data_messages(fig)
+    mark = (' data-no-data="' + html.escape("; ".join(empty), quote=True) + '"'
             if empty else "")
     return (f'<figure{mark}><img src="{src}" alt="{alt}"><figcaption>{alt}</figcaption>'
             "</figure>")

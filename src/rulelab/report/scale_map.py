@@ -21,7 +21,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from rulelab.report.html import figure_html, page, write_page
-from rulelab.report.views import view_of
+from rulelab.report.views import upgrade_by_task
 from rulelab.store import Lab, StoreError, load
 from rulelab.study import Claim, Study, resolve
 
@@ -102,9 +102,8 @@ def open_scales(study: Study, labs: Path) -> dict[str, ScaleLab]:
         runs = runs.dropna(axis=1, how="all")
         ids = set(runs["run_id"])
         metrics = frames.metrics[frames.metrics["run_id"].isin(ids)]
-        parts = [view_of(part).upgrade(part.dropna(axis=1, how="all"), metrics)
-                 for _, part in runs.groupby("task", sort=False)] if "task" in runs else [runs]
-        out[scale] = ScaleLab(scale, path, pd.concat(parts, ignore_index=True), metrics, lab)
+        out[scale] = ScaleLab(scale, path, upgrade_by_task(runs, metrics).reset_index(drop=True),
+                              metrics, lab)
     return out
 
 

@@ -108,3 +108,16 @@ def view_of(runs: pd.DataFrame) -> RunsView:
     if len(names) == 1 and names[0] in tasks():
         return tasks()[names[0]].view()
     return DEFAULT
+
+
+def upgrade_by_task(runs: pd.DataFrame, metrics=None) -> pd.DataFrame:
+    """``runs`` with each task's older summaries mapped to its current columns by that task's
+    view, rows in their order. With several tasks, each task's rows are upgraded on the
+    columns they fill (another task's columns are empty there and would read as old ones)."""
+    if runs.empty or "task" not in runs.columns:
+        return runs
+    if runs["task"].nunique(dropna=False) == 1:
+        return view_of(runs).upgrade(runs, metrics)
+    parts = [view_of(part).upgrade(part.dropna(axis=1, how="all"), metrics)
+             for _, part in runs.groupby("task", sort=False, dropna=False)]
+    return pd.concat(parts).loc[runs.index]

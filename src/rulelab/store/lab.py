@@ -56,13 +56,19 @@ def resolve_lab(path: str | Path | None = None) -> Path:
     return Path(path).expanduser().absolute()
 
 
+def labs_inside(folder: Path) -> list[Path]:
+    """The labs one level below ``folder`` (sub-folders with a registry), sorted; none where
+    ``folder`` is missing, a file or unreadable."""
+    try:
+        return sorted(p for p in folder.iterdir() if (p / REGISTRY_FILE).is_file())
+    except OSError:
+        return []
+
+
 def labs_hint(folder: Path, most: int = 6) -> str:
     """What to do where ``folder`` is no lab: name the labs one level below it (a folder of
     labs, like ./rulelab-runs after `rulelab reproduce`), else how to make one."""
-    try:
-        labs = sorted(p.name for p in folder.iterdir() if (p / REGISTRY_FILE).is_file())
-    except OSError:
-        labs = []
+    labs = [p.name for p in labs_inside(folder)]
     if not labs:
         return ": run `rulelab train …` first or pass --lab"
     more = f" and {len(labs) - most} more" if len(labs) > most else ""
