@@ -11,11 +11,15 @@
 4. Projection of each paper-scale recipe (studies/*/recipes/) on this device: the planner's
    chunks (members capped by max_members and by 80% of free memory), each timed as
    ``FLOPs / F + passes × pass_s`` with F and pass_s fitted per study and precision from the
-   measurements: epoch time t(E) = passes × pass_s + E × FLOPs per member / F (least squares
-   over the measured E).
+   measurements: epoch time t(E) = passes × pass_s + E × FLOPs per member / F (non-negative
+   least squares over the measured E ≥ 8; E = 1 and 2 show what a small ensemble costs, bound
+   by the host rather than the device).
 
 Sizes come from the environment (bench/gpu_check.sh sets them; DEVICE=cpu gives a smoke run):
-DEVICE, EPOCHS, PRECISIONS, S_MEMBERS, S_N_TRAIN, S_N_EVAL, M_MEMBERS, M_P, M_WIDTH.
+DEVICE, EPOCHS, PRECISIONS, S_MEMBERS, S_N_TRAIN, S_N_EVAL, M_MEMBERS, M_P, M_WIDTH,
+MICRO_BATCH (default: per E, the largest power of two whose E members fit in 60% of the memory
+budget by the planner's estimate, so a GPU makes one pass per epoch wherever that fits; the CPU
+engine's default 512 would make 32 passes of the paper's N = 16,384).
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
+from scipy.optimize import nnls
 
 from rulelab import hardware
 from rulelab.settings import Settings
@@ -50,16 +56,31 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
+def micro_batch_for(cfg, members: int) -> int:
+    """MICRO_BATCH, else the largest power of two ≤ 2^19 whose ``members`` fit in 60% of the
+    memory budget (a micro-batch above the training set is the full batch: one pass)."""
+    if os.environ.get("MICRO_BATCH"):
+        return int(os.environ["MICRO_BATCH"])
+    budget = 0.6 * memory_budget(DEVICE)[0]
+    for mb in (2**k for k in range(19, 6, -1)):  # Settings allows ≤ 10^6
+        if members * run_cost(cfg, mb).member_bytes <= budget:
+            return mb
+    return 64
+
+
 def measure(cfgs, precision: str) -> dict | None:
     """Time EPOCHS epochs (after a warm-up) and one evaluation of ``cfgs`` as one ensemble."""
-    E, cost = len(cfgs), run_cost(cfgs[0])
+    E = len(cfgs)
+    mb = micro_batch_for(cfgs[0], E)
+    cost = run_cost(cfgs[0], mb)
     tr = None
     try:
         if CUDA:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated() if CUDA else 0
-        tr = trainer_class(cfgs[0].task)(cfgs, Settings(device=DEVICE, precision=precision))
+        tr = trainer_class(cfgs[0].task)(cfgs, Settings(device=DEVICE, precision=precision,
+                                                         micro_batch=mb))
         tr.train_epoch()
         sync()
         t = time.perf_counter()
@@ -77,34 +98,31 @@ def measure(cfgs, precision: str) -> dict | None:
     finally:
         del tr
     every = getattr(cfgs[0], "eval_every", 10)
-    return {"E": E, "epoch_s": epoch_s, "eval_s": eval_s, "passes": cost.passes_per_epoch,
+    return {"E": E, "mb": mb, "epoch_s": epoch_s, "eval_s": eval_s,
+            "passes": cost.passes_per_epoch,
             "rate": E / (epoch_s + eval_s / every), "flops": cost.flops_per_epoch,
             "tflops": cost.flops_per_epoch * E / epoch_s / 1e12, "mem": mem,
             "est": cost.member_bytes}
 
 
 def fit_speed(rows: list[dict], note: str) -> Speed | None:
-    """F and pass_s from t(E) = passes · pass_s + E · flops / F (least squares, ≥ 0)."""
+    """F and pass_s from t = passes · pass_s + E · flops / F over the measured rows
+    (non-negative least squares: the micro-batch, so the passes, may differ by row)."""
     if not rows:
         return None
-    if len(rows) == 1:
-        r = rows[0]
-        return Speed(r["E"] * r["flops"] / r["epoch_s"], 0.0, note)
-    xs, ys = [r["E"] for r in rows], [r["epoch_s"] for r in rows]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / max(
-        sum((x - mx) ** 2 for x in xs), 1e-12)
-    if slope <= 0:  # not yet compute-bound at these sizes: use the largest E's rate
+    a = np.array([[r["passes"], r["E"] * r["flops"]] for r in rows], dtype=float)
+    t = np.array([r["epoch_s"] for r in rows], dtype=float)
+    (pass_s, inv_f), _ = nnls(a, t)
+    if inv_f <= 0:  # not compute-bound at these sizes: the largest E's rate, nothing a pass
         r = max(rows, key=lambda r: r["E"])
         return Speed(r["E"] * r["flops"] / r["epoch_s"], 0.0, note)
-    intercept = max(my - slope * mx, 0.0)
-    return Speed(rows[0]["flops"] / slope, intercept / rows[0]["passes"], note)
+    return Speed(1.0 / inv_f, float(pass_s), note)
 
 
 def table(title: str, cfg_for, members: list[int], unit: str) -> dict[str, Speed | None]:
     print(f"\n{title}")
-    print(f"{'prec':>5} {'E':>5} {'s/' + unit:>9} {'seed-' + unit + 's/s':>13} {'TFLOP/s':>8} "
-          f"{'MiB/member':>11} {'est MiB':>8} {'eval s':>7}", flush=True)
+    print(f"{'prec':>5} {'E':>5} {'passes':>6} {'s/' + unit:>9} {'seed-' + unit + 's/s':>13} "
+          f"{'TFLOP/s':>8} {'MiB/member':>11} {'est MiB':>8} {'eval s':>7}", flush=True)
     speeds = {}
     for precision in os.environ.get("PRECISIONS", "fp32 bf16").split():
         if precision == "bf16" and not (hardware.native_bf16(DEVICE) or FORCE_BF16):
@@ -117,10 +135,12 @@ def table(title: str, cfg_for, members: list[int], unit: str) -> dict[str, Speed
                 print(f"{precision:>5} {E:>5}  out of memory", flush=True)
                 continue
             rows.append(r)
-            print(f"{precision:>5} {E:>5} {r['epoch_s']:9.3f} {r['rate']:13.1f} "
+            print(f"{precision:>5} {E:>5} {r['passes']:>6} {r['epoch_s']:9.3f} {r['rate']:13.1f} "
                   f"{r['tflops']:8.2f} {r['mem'] / 2**20:11.1f} {r['est'] / 2**20:8.1f} "
                   f"{r['eval_s']:7.2f}", flush=True)
-        speeds[precision] = fit_speed(rows, f"measured {precision}")
+        # the fit is of compute-bound ensembles: a 1- or 2-member one is bound by the host
+        speeds[precision] = fit_speed([r for r in rows if r["E"] >= 8] or rows,
+                                      f"measured {precision}")
         if speeds[precision]:
             sp = speeds[precision]
             print(f"{precision:>5} fit: {sp.flops / 1e12:.2f} TFLOP/s sustained + "
@@ -129,13 +149,18 @@ def table(title: str, cfg_for, members: list[int], unit: str) -> dict[str, Speed
 
 
 def project(path: Path, speeds: dict[str, Speed | None], max_members: int) -> None:
+    """The recipe's time on this device, its ensembles planned at the micro-batch that puts
+    its largest ensemble in 60% of the memory (as measured above)."""
     configs = load_recipe(path).configs()
     budget, note = memory_budget(DEVICE)
-    chunks, _ = plan_chunks(configs, {}, max_members=max_members, budget_bytes=budget)
+    mb = micro_batch_for(configs[0], min(max_members, len(configs)))
+    chunks, _ = plan_chunks(configs, {}, max_members=max_members, budget_bytes=budget,
+                            micro_batch=mb)
     times = [f"{human_seconds(sum(sp.seconds(c.flops, c.passes) for c in chunks))} {prec}"
              for prec, sp in speeds.items() if sp is not None]
     name = f"{path.parent.parent.name}/{path.stem}"
     print(f"  {name:<28} {len(configs):>6,} runs {len(chunks):>5} ensembles of ≤ {max_members}"
+          f" (micro-batch {mb})"
           f"  {sum(c.flops for c in chunks):9.3g} FLOP  {' | '.join(times) or 'not measured'}")
 
 
@@ -161,7 +186,10 @@ def main() -> None:
         return ModularRunConfig(p=p, width=width, train_frac=0.8, noise=0.3, seed=seed,
                                 epochs=EPOCHS + 2, eval_every=1000, log_eval_steps=0)
 
-    s_members, m_members = env_ints("S_MEMBERS", "64 256 1024"), env_ints("M_MEMBERS", "8 64 256")
+    # E = 2 and E = 1: the cost of a small ensemble, which the compute-bound fit cannot see (on
+    # the H200 a 2-member 2L ensemble ran at 27 ms a member-epoch against 5.8 ms at E = 64).
+    s_members = env_ints("S_MEMBERS", "2 64 256 1024")
+    m_members = env_ints("M_MEMBERS", "1 8 64 256")
     s = table(f"study S, paper config 2L2H, N = {n_train:,}, one epoch = one full-batch step",
               s_cfg, s_members, "epoch")
     m = table(f"study M, P = {p}, width {width}, train fraction 0.8, full batch", m_cfg,

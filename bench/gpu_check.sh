@@ -8,10 +8,11 @@
 #    RULELAB_TEST_DEVICE=$DEVICE (study S and study M ensembles vs each member alone; a NaN
 #    member fails alone).
 # 2–4. bench/gpu_check.py: the machine and its measured peaks; seed-epochs/s, TFLOP/s and memory
-#    per member of the study-S paper config at E ∈ {64, 256, 1024} and of study M at P = 113,
+#    per member of the study-S paper config at E ∈ {2, 64, 256, 1024} and of study M (E ∈ {1, 8, 64, 256}) at P = 113,
 #    width 4097, in fp32 and bf16 (bf16 only where native); the projected time of each paper
 #    recipe. Sizes can be overridden: EPOCHS, PRECISIONS, S_MEMBERS, S_N_TRAIN, S_N_EVAL,
-#    M_MEMBERS, M_P, M_WIDTH, FORCE_BF16 (see bench/gpu_check.py).
+#    M_MEMBERS, M_P, M_WIDTH, MICRO_BATCH, FORCE_BF16 (see bench/gpu_check.py); the two parts'
+#    time limits by EQUIV_SECONDS (150) and BENCH_SECONDS (420).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
@@ -29,9 +30,9 @@ fi
 start=$(date +%s)
 status=0
 echo "== 1. member ≡ solo on $DEVICE"
-RULELAB_TEST_DEVICE=$DEVICE timeout 150 "$PY" -m pytest -q -p no:cacheprovider \
+RULELAB_TEST_DEVICE=$DEVICE timeout "${EQUIV_SECONDS:-150}" "$PY" -m pytest -q -p no:cacheprovider \
   tests/unit/test_device_equivalence.py || status=1
 echo "== 2–4. throughput, memory, projections on $DEVICE"
-timeout 420 "$PY" bench/gpu_check.py || status=1
+timeout "${BENCH_SECONDS:-420}" "$PY" bench/gpu_check.py || status=1
 echo "== gpu_check: $(( $(date +%s) - start )) s, $([ $status = 0 ] && echo ok || echo FAILED)"
 exit $status
