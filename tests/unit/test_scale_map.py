@@ -92,6 +92,23 @@ def test_s1_changes_when_the_data_change(tmp_path):
     assert "not all run" in reading.scales["quick"].sentence
 
 
+def test_s1_names_cells_whose_runs_started_but_did_not_finish(tmp_path):
+    """A GPU slice cut by its time limit: the 1L runs finished, the 2L ones are registered
+    (running) — the sentence says they are unfinished, not that they were never run."""
+    s_lab(tmp_path, "paper-headline", {(1, 0.5, 0.1): [(False, False)],
+                                       (1, 0.9, 0.1): [(False, False)]})
+    lab = Lab(tmp_path / "shortcut-saturation-paper-headline")
+    for ratio in (0.5, 0.9):
+        c = MPSPRunConfig(layers=2, heads=2, ratio=ratio, weight_decay=0.1, seed=0, seq_len=6,
+                          vocab=8, n_train=64, n_eval=32, epochs=10)
+        lab.register([(c.run_id, c.flat())], "shortcut-saturation-paper-headline")
+    _, reading = read(S, tmp_path)["S1"]
+    sentence = reading.scales["paper-headline"].sentence
+    assert reading.scales["paper-headline"].status == NOT_READ
+    assert "2L: r=0.5 not finished (1 started), r=0.9 not finished (1 started)" in sentence
+    assert "1L: r=0.5 0% [0%, 79%] (0/1), r=0.9 0% [0%, 79%] (0/1)" in sentence
+
+
 def test_s5_and_s6_read_below_chance_and_transient_counts(tmp_path):
     cells = headline(0, 7, 6, 0)
     cells[2, 0.1, 0.1] = [(True, False)] * 7 + [(False, False)]  # below chance also helps

@@ -67,8 +67,20 @@ def _at(table: pd.DataFrame, **where) -> pd.Series | None:
     return hit.iloc[0] if len(hit) else None
 
 
-def _cell_text(row: pd.Series | None) -> str:
-    return "not run" if row is None else format_rate(int(row["k"]), int(row["n"]))
+def _cell_text(row: pd.Series | None, started: int = 0) -> str:
+    """A cell's rate, or why there is none: no run finished yet (``started`` of them are
+    registered, e.g. a GPU slice cut by its time limit) or none registered at all."""
+    if row is not None:
+        return format_rate(int(row["k"]), int(row["n"]))
+    return f"not finished ({started} started)" if started else "not run"
+
+
+def _unfinished(runs: pd.DataFrame, layers: int, ratio: float) -> int:
+    """Runs of the cell (layers, ratio) registered but not finished (pending or running)."""
+    if runs.empty or "status" not in runs.columns:
+        return 0
+    cell = runs[(runs["layers"] == layers) & np.isclose(runs["ratio"].astype(float), ratio)]
+    return int((~cell["status"].isin(["done", "failed"])).sum())
 
 
 def _above(a: pd.Series, b: pd.Series) -> tuple[bool, bool]:
@@ -124,14 +136,17 @@ def depth_imbalance(scales: dict) -> ClaimReading:
     _rate_axes(fig, scales, table_of, [("1 layer", 1), ("2 layers", 2)],
                ylabel="seeds generalizing (val and adv 100%)", paper=PAPER_S)
     fig.suptitle("S1 depth × imbalance at every scale — 95% Wilson intervals", fontsize=11)
-    return ClaimReading(fig, {s: _read_s1(table_of(lab)) for s, lab in scales.items()})
+    return ClaimReading(fig, {s: _read_s1(table_of(lab), _cells(lab.runs))
+                              for s, lab in scales.items()})
 
 
-def _read_s1(t: pd.DataFrame) -> ScaleReading:
+def _read_s1(t: pd.DataFrame, runs: pd.DataFrame) -> ScaleReading:
     cells = {(L, r): _at(t, layers=L, ratio=r) if len(t) else None for L in (1, 2)
              for r in (0.5, 0.9)}
-    text = "; ".join(f"{L}L: r=0.5 {_cell_text(cells[L, 0.5])}, r=0.9 {_cell_text(cells[L, 0.9])}"
-                     for L in (2, 1))
+    text = "; ".join(
+        f"{L}L: " + ", ".join(f"r={r} {_cell_text(cells[L, r], _unfinished(runs, L, r))}"
+                              for r in (0.5, 0.9))
+        for L in (2, 1))
     if any(v is None for v in cells.values()):
         return ScaleReading(NOT_READ, f"{text} — the four headline cells are not all run")
     up, up_ci = _above(cells[2, 0.9], cells[2, 0.5])
@@ -212,7 +227,8 @@ def weight_decay_transience(scales: dict) -> ClaimReading:
     ax.set_ylabel("share of 2L seeds (r held at every wd, pooled)")
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if drawn:
+        ax.legend(fontsize=8)
     ax.set_title("S6 weight decay → transient generalization — 95% Wilson intervals",
                  fontsize=10)
     return ClaimReading(fig, {s: _read_s6(table_of(lab)) for s, lab in scales.items()})
