@@ -6,7 +6,10 @@ Until the registry (:mod:`rulelab.studies`) lists ``rulelab.studies.sparse_parit
 the line is there, the fixture changes nothing.
 """
 
+import base64
+import io
 import json
+from html.parser import HTMLParser
 
 import pytest
 
@@ -55,13 +58,55 @@ def test_train_runs_report_json_and_the_studys_reproduction(registered, tmp_path
     r = run_main(["report", "--lab", lab, "--out", out], capsys, monkeypatch)
     assert r.returncode == 0, r.stderr
     assert "Steps to learn vs n" in out.read_text(encoding="utf-8")
-    reproduce_on(lab, [x["run_id"] for x in runs], tmp_path / "reports" / "sp.html")
+    reproduce_on(lab, [x["run_id"] for x in runs], tmp_path / "reports" / "sp.html",
+                 report=out)
 
 
-def reproduce_on(lab, run_ids, out) -> None:
-    """The study's ``reproduce`` over a trained lab: tables printed, files and page written."""
-    import io
+class Page(HTMLParser):
+    """What a report page holds: its ``<h2>``/``<h3>`` headings, figure captions, images
+    (``src``) and the figures marked as drawn without data (``data-no-data``)."""
 
+    def __init__(self, text: str):
+        super().__init__()
+        self.headings, self.captions, self.images, self.no_data = [], [], [], []
+        self._into = None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag in ("h2", "h3"):
+            self._into, self._text = self.headings, ""
+        elif tag == "figcaption":
+            self._into, self._text = self.captions, ""
+        elif tag == "img":
+            self.images.append(attrs["src"])
+        elif tag == "figure" and "data-no-data" in attrs:
+            self.no_data.append(attrs["data-no-data"])
+
+    def handle_data(self, data):
+        if self._into is not None:
+            self._text += data
+
+    def handle_endtag(self, tag):
+        if self._into is not None and tag in ("h2", "h3", "figcaption"):
+            self._into.append(self._text)
+            self._into = None
+
+
+def decoded(src: str):
+    """The embedded PNG as a PIL image (raises if it is not one)."""
+    from PIL import Image
+
+    head, data = src.split(",", 1)
+    assert head == "data:image/png;base64", head[:40]
+    image = Image.open(io.BytesIO(base64.b64decode(data)))
+    image.load()
+    return image
+
+
+def reproduce_on(lab, run_ids, out, report) -> None:
+    """The study's ``reproduce`` over a trained lab: tables printed, files written, and the
+    page ``rulelab report`` draws for the lab (``report``) with the reproduction's sections."""
     from rich.console import Console
 
     from rulelab.store import Lab
@@ -75,8 +120,30 @@ def reproduce_on(lab, run_ids, out) -> None:
     assert resolve(STUDY.reproduce)(r) == out
     printed = buf.getvalue()
     assert "100% [34%, 100%] (2/2)" in printed and "steps-to-learn ∝ n^a: a = " in printed
-    html = out.read_text(encoding="utf-8")
-    assert html.count("data:image/png;base64,") == 2
+    text = out.read_text(encoding="utf-8")
+    page, lab_page = Page(text), Page(report.read_text(encoding="utf-8"))
+    # every figure of the lab's report, in its order, and nothing drawn without data
+    assert page.captions == lab_page.captions and len(page.images) == len(page.captions) == 4
+    for want in ("Steps to learn vs n", "Support mass and Fourier gap",
+                 "Accuracy per configuration", "Loss per configuration"):
+        assert sum(c.startswith(want) for c in page.captions) == 1, (want, page.captions)
+    assert not page.no_data, page.no_data
+    for src, caption in zip(page.images, page.captions, strict=True):
+        image = decoded(src)
+        assert image.width > 300 and image.height > 200, caption
+        colours = image.convert("RGB").resize((64, 64)).getcolors(64 * 64)
+        assert len(colours) > 8, f"blank figure: {caption}"
+    # the lab's sections, then the reproduction's own, in that order
+    assert page.headings == [*lab_page.headings, "What this reproduction is",
+                             "Steps to learn and hidden progress", "Wall time"]
+    assert lab_page.headings[:2] == ["Generalization rate", "Figures"]
+    assert "Sparse parity: hidden progress — tiny reproduction" in text
+    # the lab's rate table and the reproduction's steps table: a row per n, both seeds learned
+    lab_part, own = text.split("<h2>What this reproduction is</h2>")
+    for part in (lab_part, own):
+        assert part.count("<td>100% [34%, 100%] (2/2)</td>") == 2
+        assert part.count("steps-to-learn ∝ n^a: a = ") == 1  # rate-table note, readings
+    assert "hidden progress before visible progress in " in own
     files = out.parent / "sp-files"
     for name in ("steps_vs_n.csv", "progress.csv", "steps_vs_n.png", "hidden_progress.png"):
         assert (files / name).stat().st_size > 0, name

@@ -1,9 +1,15 @@
-"""The sparse-parity reproduction: tables on the terminal, figures and one HTML report.
+"""The sparse-parity reproduction: tables on the terminal, tables and figures as files, and
+the lab's full report page with the reproduction's own sections.
 
 ``rulelab reproduce sparse-parity --scale quick`` trains ``recipes/quick.yaml`` through the
-planner and calls :func:`reproduce`, which reads the lab's two frames (runs, long metrics):
-the tables on the terminal, ``<report>-files/`` (tables as CSV, figures as PNG) and the
-report page.
+planner and calls :func:`reproduce`, which reads the lab's two frames (runs, long metrics) and
+prints the steps-to-learn table, the fitted exponent and the hidden-progress lead. It writes
+``<report>-files/`` (tables as CSV, the two study figures as PNG) and the report page through
+the shared writer (:func:`rulelab.report.html.write_report`), so the page holds what
+``rulelab report`` draws for the lab — the rate table with the fitted exponent, steps to learn
+vs n, hidden progress, accuracy and loss curves per n (this task's view, :mod:`.views`) — and
+then what only a reproduction knows: its scale (the recipe's description), the terminal's
+tables and readings, and the training wall time; as study S's reproduction does.
 """
 
 from __future__ import annotations
@@ -50,58 +56,76 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def text_report(runs: pd.DataFrame, metrics: pd.DataFrame, seconds: float | None = None) -> str:
-    """The steps-to-learn table, the fitted exponent and the hidden-progress lead, as text."""
-    lines = ["Steps to learn (eval acc ≥ 99%) vs n, in optimizer steps; medians over seeds of "
-             "the first step with hidden progress (support mass +10%), Fourier progress (χ_S "
-             "the top k-subset coefficient) and visible progress (eval acc ≥ 60%); "
-             "lead = visible − hidden",
-             display_table(steps_table(runs)).to_string(index=False),
-             slope_line(fit_slope(runs))]
-    prog = progress_steps(runs, metrics)
-    lead = prog["lead"].dropna()
+CAPTION = ("Steps to learn (eval acc ≥ 99%) vs n, in optimizer steps; medians over seeds of "
+           "the first step with hidden progress (support mass +10%), Fourier progress (χ_S the "
+           "top k-subset coefficient) and visible progress (eval acc ≥ 60%); "
+           "lead = visible − hidden")
+
+
+def readings(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[str]:
+    """The lines under the table: the fitted exponent and the hidden-progress lead."""
+    lines = [slope_line(fit_slope(runs))]
+    lead = progress_steps(runs, metrics)["lead"].dropna()
     if len(lead):
         ahead = int((lead > 0).sum())
         lines.append(f"hidden progress before visible progress in {ahead} of {len(lead)} runs; "
                      f"median lead {lead.median():.0f} steps (visible − hidden)")
+    return lines
+
+
+def text_report(runs: pd.DataFrame, metrics: pd.DataFrame, seconds: float | None = None) -> str:
+    """The steps-to-learn table, the fitted exponent and the hidden-progress lead, as text."""
+    lines = [CAPTION, display_table(steps_table(runs)).to_string(index=False),
+             *readings(runs, metrics)]
     if seconds is not None:
         lines.append(f"trained {len(runs)} runs in {seconds:.0f} s")
     return "\n".join(lines)
 
 
-def write_outputs(runs: pd.DataFrame, metrics: pd.DataFrame, out: Path,
-                  title: str = "Sparse parity") -> list[Path]:
-    """``steps_vs_n.csv``, ``progress.csv``, the two figures and ``report.html`` in ``out``."""
+def readings_html(runs: pd.DataFrame, metrics: pd.DataFrame) -> str:
+    """:func:`text_report`'s table and lines as HTML: the page's font is proportional, so the
+    text table would not line up."""
+    table = display_table(steps_table(runs)).to_html(index=False, border=0)
+    lines = "".join(f"<p>{html.escape(line)}</p>" for line in readings(runs, metrics))
+    return f'<p class="meta">{html.escape(CAPTION)}</p>{table}{lines}'
+
+
+def write_outputs(runs: pd.DataFrame, metrics: pd.DataFrame, out: Path) -> list[Path]:
+    """``steps_vs_n.csv``, ``progress.csv`` and the two study figures as PNG in ``out``."""
     from rulelab.studies.sparse_parity.figures import write_figures
 
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "steps_vs_n.csv", out / "progress.csv"]
     steps_table(runs).to_csv(paths[0], index=False)
     progress_steps(runs, metrics).to_csv(paths[1], index=False)
-    paths += write_figures(runs, metrics, out)
-    paths.append(write_html(runs, metrics, out / "report.html", title))
-    return paths
+    return paths + write_figures(runs, metrics, out)
 
 
-def write_html(runs: pd.DataFrame, metrics: pd.DataFrame, path: Path, title: str) -> Path:
-    """One self-contained page: the tables as text, both figures (base64 PNG)."""
-    from rulelab.report.html import figure_html, page, write_page
-    from rulelab.studies.sparse_parity.figures import hidden_progress_figure, steps_vs_n_figure
-
-    parts = [f"<h1>{html.escape(title)}</h1>",
-             f'<pre class="text">{html.escape(text_report(runs, metrics))}</pre>',
-             figure_html(steps_vs_n_figure(runs), "Steps to learn vs n (log–log), every seed, "
-                         "the median and the fitted power law"),
-             figure_html(hidden_progress_figure(runs, metrics), "Support mass and Fourier gap "
-                         "rise before the loss drops (one line per seed)")]
-    return write_page(path, page(title, parts))
+def sections(r, runs: pd.DataFrame, metrics: pd.DataFrame) -> list[tuple[str, str]]:
+    """The page's (heading, body) pairs after the lab's report: the scale, the table and
+    readings printed on the terminal (as HTML), the wall time."""
+    scale = r.recipe.description if r.recipe is not None else f"scale {r.scale}"
+    return [("What this reproduction is", scale),
+            ("Steps to learn and hidden progress", readings_html(runs, metrics)),
+            ("Wall time", f"training took {r.train_seconds:.0f} s on {r.device} (a resumed run "
+             "counts only the rest).")]
 
 
 def reproduce(r) -> Path:
     """The study's reproduction over a trained lab (:class:`rulelab.study.Reproduction`)."""
+    from rulelab.report.analyses import read_analyses
+    from rulelab.report.html import write_report
+    from rulelab.studies.sparse_parity.views import VIEW
+
     runs = r.lab.runs()
     runs = runs[runs["run_id"].isin(r.run_ids)]
     metrics = r.lab.read_metrics(list(r.run_ids))
+    if r.recipe is not None:
+        r.console.print(r.recipe.description, markup=False, highlight=False)
     r.console.print(text_report(runs, metrics, r.train_seconds), markup=False, highlight=False)
-    write_outputs(runs, metrics, r.out.parent / f"{r.out.stem}-files", title=r.study.title)
-    return write_html(runs, metrics, r.out, f"{r.study.title} ({r.scale})")
+    write_outputs(runs, metrics, r.out.parent / f"{r.out.stem}-files")
+    path = write_report(r.out, title=f"{r.study.title} — {r.scale} reproduction", runs=runs,
+                        metrics=metrics, sections=sections(r, runs, metrics),
+                        analyses=read_analyses(r.lab, runs, VIEW.analyses))
+    r.console.print(f"report: {path}", markup=False, highlight=False)
+    return path
