@@ -26,17 +26,24 @@ def gradients(lab, *, epochs: str = "final") -> None:
 
 
 def print_gradient_summary(frame: pd.DataFrame, by=("layers", "ratio", "epoch")) -> None:
-    """Median readings per group with ε and the identity-dominated count (issue 8)."""
+    """Median readings per group with ε and the identity-dominated count (issue 8), and the
+    saturated-loss count (issue 11): a group whose every run is saturated is marked ‡ (its
+    median is rounding noise) instead of †; otherwise its medians leave saturated runs out."""
     from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY, identity_bounds
-    from rulelab.studies.shortcut_saturation.analysis.tables import gradient_summary
+    from rulelab.studies.shortcut_saturation.analysis.saturation import LEGEND, MARK
+    from rulelab.studies.shortcut_saturation.analysis.tables import ALL_SATURATED, gradient_summary
 
     summary = gradient_summary(frame, by)
-    if "eps" in summary.columns:  # mark readings the identity g = r·g+ + (1−r)·g− pins down
-        pinned = summary["eps"] < EPS_IDENTITY
-        for col in ("cos", "amplification"):
-            summary[col] = [f"{v:.3g}{' †' if p else ''}" for v, p in
-                            zip(summary[col], pinned, strict=True)]
-    summary = summary.drop(columns=["norm_plus", "norm_minus"], errors="ignore").rename(
+    noise = summary[ALL_SATURATED].astype(bool)
+    # † where the identity g = r·g+ + (1−r)·g− pins the reading down; ‡ overrides: there
+    # neither the reading nor its ε means anything
+    pinned = (summary["eps"] < EPS_IDENTITY if "eps" in summary.columns
+              else pd.Series(False, index=summary.index))
+    for col in ("cos", "amplification"):
+        summary[col] = [f"{v:.3g}{f' {MARK}' if z else ' †' if p else ''}" for v, p, z in
+                        zip(summary[col], pinned, noise, strict=True)]
+    summary = summary.drop(columns=["norm_plus", "norm_minus", ALL_SATURATED],
+                           errors="ignore").rename(
         columns={"example_norm_plus": "‖∇ℓ_i‖ S+", "example_norm_minus": "‖∇ℓ_i‖ S−"})
     print_frame("gradient conflict and amplification (all parameters; median over seeds)",
                 summary)
@@ -44,8 +51,11 @@ def print_gradient_summary(frame: pd.DataFrame, by=("layers", "ratio", "epoch"))
     console.print(f"† identity-dominated (median ε = ‖g‖/(r‖g+‖) < {EPS_IDENTITY}): "
                   f"g = r·g+ + (1−r)·g− alone puts ‖g−‖/‖g+‖ within {lo:.2f}–{hi:.2f} × r/(1−r) "
                   f"and cos(g+, g−) ≤ {cmax:.3f}, so these readings do not show a mechanism. "
-                  "identity_dominated: runs with ε below the threshold; ‖∇ℓ_i‖: mean "
-                  "per-example gradient norm per group.", style="dim")
+                  f"{LEGEND} (every run of the row). saturated: runs with a saturated loss, left "
+                  "out of the medians unless all are (\"?\": stored before the flag; re-run "
+                  "rulelab analyze gradients); identity_dominated: the other runs with ε below "
+                  "the threshold; ‖∇ℓ_i‖: mean per-example gradient norm per group.",
+                  style="dim")
 
 
 def ablation(lab, *, epochs: str = "final") -> None:

@@ -20,6 +20,11 @@ from matplotlib.ticker import FuncFormatter
 from rulelab.report.figures import legend_columns, new_figure
 from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY
 from rulelab.studies.shortcut_saturation.analysis.outcome import UNKNOWN, outcome_of
+from rulelab.studies.shortcut_saturation.analysis.saturation import (
+    LOSS_SATURATED,
+    MARK,
+    saturated_rows,
+)
 from rulelab.studies.shortcut_saturation.figure_tables import (
     at_epoch,
     config_groups,
@@ -41,6 +46,7 @@ CMAP = colormaps["RdBu"].with_extremes(bad="0.92")  # grey: component absent
 PLAIN = FuncFormatter(lambda v, _: f"{v:g}")
 GEN = dict(ls="none", marker="*", ms=9, mec="black", mew=0.5, zorder=5)
 PINNED = dict(ls="none", marker="o", ms=6, mfc="none", mew=0.8, zorder=4)  # ε < EPS_IDENTITY
+NOISE = dict(ls="none", marker="x", ms=6, mew=1.2, zorder=4)  # saturated loss: rounding noise
 
 
 def _log_x(ax) -> None:
@@ -52,8 +58,10 @@ def _log_x(ax) -> None:
     ax.grid(alpha=0.3)
 
 
-def _seed_lines(ax, g: pd.DataFrame, col: str, colour, gen: dict) -> None:
-    """A thin line per run of ``g[col]`` vs epoch, their median, a star at generalization."""
+def _seed_lines(ax, g: pd.DataFrame, col: str, colour, gen: dict,
+                median_of: pd.DataFrame | None = None) -> None:
+    """A thin line per run of ``g[col]`` vs epoch, their median (over ``median_of``'s rows
+    where given), a star at generalization."""
     curves = [c.sort_values("epoch") for _, c in g.groupby("run_id", sort=True)]
     for c in curves:  # a run read at one or two epochs (post hoc) still shows, as dots
         ax.plot(c["epoch"], c[col], color=colour, lw=0.7, alpha=0.5,
@@ -61,7 +69,7 @@ def _seed_lines(ax, g: pd.DataFrame, col: str, colour, gen: dict) -> None:
         if (e := gen.get(c["run_id"].iloc[0])) is not None:
             ax.plot([e], [np.interp(e, c["epoch"], c[col])], color=colour, **GEN)
     if len(curves) >= 2:
-        m = g.groupby("epoch")[col].median()
+        m = (g if median_of is None else median_of).groupby("epoch")[col].median()
         ax.plot(m.index, m.to_numpy(), color=colour, lw=1.9)
 
 
@@ -88,16 +96,20 @@ def gradient_dynamics(grad_table: pd.DataFrame, runs: pd.DataFrame | None = None
     One column of panels per architecture, one colour per ratio r; dashed: the odds r/(1−r),
     at which amplification makes the two groups' gradient shares (1−r)‖g−‖ and r‖g+‖ equal.
     Readings with ε < ``EPS_IDENTITY`` are ringed (○): there ``g = r·g+ + (1−r)·g−`` alone
-    forces amplification ≈ r/(1−r) and cos ≈ −1, so they are *identity-dominated*.
+    forces amplification ≈ r/(1−r) and cos ≈ −1, so they are *identity-dominated*. Readings
+    with a saturated loss (issue 11, :mod:`.analysis.saturation`) are crossed (×) instead, on
+    every row, and left out of the medians: their gradients are rounding noise.
     """
     t = with_config(grad_table, runs)
     if not has_columns(t, "run_id", "epoch", "cos", "amplification"):
         return None
     if "module" in t.columns and (t := t[t["module"] == module]).empty:
         return None
+    t = t.reset_index(drop=True)  # tables concatenated as stored repeat index labels
     panels = config_groups(t, drop=("seed", "ratio"))
     colour = {r: f"C{i}" for i, r in enumerate(sorted(set(t.get("ratio", pd.Series()).dropna())))}
     gen = gen_epochs(runs)
+    noise = saturated_rows(t)
     has_eps = "eps" in t.columns and t["eps"].notna().any()
     n_rows = 3 if has_eps else 2
     fig = new_figure(3.5 * len(panels) + 0.6, 2.5 * n_rows + 0.8)
@@ -106,11 +118,14 @@ def gradient_dynamics(grad_table: pd.DataFrame, runs: pd.DataFrame | None = None
         counts = []
         for r, gr in g.groupby("ratio") if colour else [(None, g)]:
             c = colour.get(r, "C0")
-            _seed_lines(axes[0, j], gr, "cos", c, gen)
-            _seed_lines(axes[1, j], gr, "amplification", c, gen)
+            sat = noise[gr.index]
+            rows = ["cos", "amplification", "eps"][:n_rows]
+            for i, col in enumerate(rows):
+                _seed_lines(axes[i, j], gr, col, c, gen, median_of=gr[~sat])
+                if sat.any():
+                    axes[i, j].plot(gr.loc[sat, "epoch"], gr.loc[sat, col], **NOISE, color=c)
             if has_eps:
-                _seed_lines(axes[2, j], gr, "eps", c, gen)
-                pinned = gr[gr["eps"] < EPS_IDENTITY]
+                pinned = gr[(gr["eps"] < EPS_IDENTITY) & ~sat]
                 for i, col in enumerate(("cos", "amplification")):
                     axes[i, j].plot(pinned["epoch"], pinned[col], **PINNED, mec=c)
             if r is not None and 0 < r < 1:
@@ -133,6 +148,9 @@ def gradient_dynamics(grad_table: pd.DataFrame, runs: pd.DataFrame | None = None
         axes[2, 0].set_ylabel("ε = ‖g‖ / (r‖g+‖)", fontsize=8)
         handles.append(Line2D([], [], **PINNED, mec="0.3",
                               label=f"identity-dominated (ε < {EPS_IDENTITY:g})"))
+    if noise.any():
+        handles.append(Line2D([], [], **NOISE, color="0.3", label=f"saturated loss (a group's "
+                              f"mean < {LOSS_SATURATED:g}): rounding noise, not in the median"))
     _legend(fig, handles)
     return fig
 
@@ -284,7 +302,10 @@ def fingerprint_trajectories(fp_table: pd.DataFrame, runs: pd.DataFrame | None =
 GRADIENT_CAPTION = ("Gradient conflict cos(g+, g−) and amplification ‖g−‖/‖g+‖ (all parameters) "
                     "{when}; dashed: r/(1−r). {ringed}identity-dominated readings (ε = "
                     f"‖g‖/(r‖g+‖) < {EPS_IDENTITY:g}), where g = r·g+ + (1−r)·g− alone forces "
-                    "amplification ≈ r/(1−r) and cos ≈ −1")
+                    f"amplification ≈ r/(1−r) and cos ≈ −1. Crossed (×, {MARK} in the printed "
+                    "summary): readings with a saturated training loss (a group's mean loss "
+                    f"< {LOSS_SATURATED:g} nats), where float32 leaves the gradients rounding "
+                    "noise; they are left out of the medians")
 FINGERPRINT_CAPTION = ("QK/OV fingerprints per head {when}; the OV probe is the held-out-value "
                        "accuracy of a linear probe of v mod k on what the head writes (chance ≈ "
                        "1/k), which unlike OV parity ρ does not need the direct path to the "

@@ -3,7 +3,8 @@ S.4.1–2, S.4.5): what ``rulelab analyze gradients|fingerprints`` gives on the 
 and what the quick reproduction's report shows (issue 10). A trajectory over epochs
 (:mod:`.figures`) needs tracked or snapshot epochs; a table with one epoch per run is drawn
 here instead, as a strip per ratio: one dot per seed (a star where it generalized), the median
-as a bar, the reference each reading is judged against."""
+as a bar, the reference each reading is judged against. A gradient reading with a saturated
+training loss (issue 11, :mod:`.analysis.saturation`) is a cross, left out of the median."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from rulelab.report.figures import legend_columns, new_figure
 from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY
+from rulelab.studies.shortcut_saturation.analysis.saturation import (
+    LOSS_SATURATED,
+    SATURATED,
+    saturated_rows,
+)
 from rulelab.studies.shortcut_saturation.figure_tables import (
     at_epoch,
     config_groups,
@@ -29,6 +35,7 @@ GRADIENTS = {"cos": "cos(g+, g−)", "amplification": "‖g−‖ / ‖g+‖",
 LOG = {"amplification", "eps"}  # ratios: log scale
 ZERO = {"cos", "qk_rho", "ov_parity_rho"}  # signed: a line at 0
 PLAIN = FuncFormatter(lambda v, _: f"{v:g}")
+NOISE = dict(ls="none", marker="x", ms=5, mew=1.2)  # a saturated-loss reading: rounding noise
 
 
 def one_epoch_per_run(table: pd.DataFrame | None) -> bool:
@@ -39,18 +46,24 @@ def one_epoch_per_run(table: pd.DataFrame | None) -> bool:
 
 
 def _strip(ax, g: pd.DataFrame, col: str, x: float, colour, gen: dict, width: float) -> None:
-    """One dot per run at ``x`` (jittered within ``width``), a star where it generalized, and
-    the median as a short bar."""
+    """One dot per run at ``x`` (jittered within ``width``), a star where it generalized, a
+    cross where its loss is saturated (``g[SATURATED]``, when present), and the median of the
+    other runs as a short bar."""
     v = g.groupby("run_id")[col].median().dropna()
     if v.empty:  # e.g. a head the 1-layer runs do not have
         return
+    noise = saturated_rows(g).groupby(g["run_id"]).any().reindex(v.index).to_numpy()
     jitter = np.linspace(-width / 3, width / 3, len(v)) if len(v) > 1 else np.zeros(1)
-    won_ = np.array([r in gen for r in v.index], dtype=bool)
-    ax.plot(x + jitter[~won_], v.to_numpy()[~won_], ls="none", marker="o", ms=3.5,
+    won_ = np.array([r in gen for r in v.index], dtype=bool) & ~noise
+    dot = ~won_ & ~noise
+    ax.plot(x + jitter[dot], v.to_numpy()[dot], ls="none", marker="o", ms=3.5,
             color=colour, alpha=0.7)
     ax.plot(x + jitter[won_], v.to_numpy()[won_], ls="none", marker="*", ms=9, color=colour,
             mec="black", mew=0.5)
-    ax.plot([x - width / 2, x + width / 2], [v.median()] * 2, color=colour, lw=2.2)
+    if noise.any():
+        ax.plot(x + jitter[noise], v.to_numpy()[noise], **NOISE, color=colour)
+    if not noise.all():
+        ax.plot([x - width / 2, x + width / 2], [v[~noise].median()] * 2, color=colour, lw=2.2)
 
 
 def final_readings(table: pd.DataFrame, runs: pd.DataFrame | None, columns: dict[str, str], *,
@@ -58,7 +71,8 @@ def final_readings(table: pd.DataFrame, runs: pd.DataFrame | None, columns: dict
     """Rows: ``columns`` (name → axis label); panels: architectures; x: the ratio r; one colour
     per value of the ``hue`` columns (e.g. a fingerprint's layer and head). Readings at each
     run's last stored epoch. Amplification gets the odds r/(1−r) (dashed), ε the
-    identity-dominated threshold (dotted)."""
+    identity-dominated threshold (dotted); readings with a saturated loss are crosses, not in
+    the median bar."""
     t = with_config(table, runs)
     if module is not None and "module" in t.columns:
         t = t[t["module"] == module]
@@ -113,6 +127,10 @@ def final_readings(table: pd.DataFrame, runs: pd.DataFrame | None, columns: dict
     if "eps" in columns:
         handles.append(Line2D([], [], ls=":", color="0.3",
                               label=f"identity-dominated below ε = {EPS_IDENTITY:g}"))
+    if SATURATED in t.columns and saturated_rows(t).any():
+        handles.append(Line2D([], [], **NOISE, color="0.4",
+                              label=f"saturated loss (a group's mean < {LOSS_SATURATED:g}): "
+                              "rounding noise, not in the median"))
     fig.legend(handles=handles, loc="outside upper center", fontsize=8, frameon=False,
                ncols=legend_columns(fig, [h.get_label() for h in handles]))
     return fig

@@ -4,8 +4,10 @@ live trainer and returns a tidy frame with a ``member`` column
 
 The ``gradients`` rows carry, beside cos(g+, g−) and ‖g−‖/‖g+‖, ``eps`` = ‖g‖/(r‖g+‖) and
 ``identity_dominated`` (issue 8: where ε is small the identity g = r·g+ + (1−r)·g− alone pins
-amplification to r/(1−r) and cos to −1) and each group's mean per-example gradient norm over up
-to 256 examples per group (:mod:`.analysis.gradients`); ``fingerprints`` rows carry the OV probe
+amplification to r/(1−r) and cos to −1), each group's mean per-example gradient norm over up
+to 256 examples per group (:mod:`.analysis.gradients`), each group's mean loss and
+``saturated`` (issue 11: a loss below float32's resolution leaves the gradients rounding noise,
+:mod:`.analysis.saturation`); ``fingerprints`` rows carry the OV probe
 ``ov_probe_acc`` beside OV parity ρ (:mod:`.analysis.circuits`).
 """
 

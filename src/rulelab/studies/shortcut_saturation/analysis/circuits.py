@@ -104,37 +104,62 @@ def ov_probe_accuracy(v: torch.Tensor, W_O: torch.Tensor, vals: torch.Tensor, k:
     ``λ = ridge · tr(X̃ᵀX̃)/d`` (X̃ centred on the training rows), solved in closed form for all
     members, heads and folds at once: ``A = W_Oᵀ (ṼᵀṼ) W_O + λI`` keeps the heavy products
     in ``d_head`` space. Score: accuracy on held-out keys, averaged over the token values.
+
+    Cost (issue 13: it runs at every tracked epoch): the keys are read once per fold, for
+    that fold's moments (:func:`_fold_moments`); each fold's training moments are the total
+    minus its own, so there is no per-fold pass over the training keys. The scores equal those
+    of that per-fold two-pass computation exactly (``tests/unit/test_tracking_speed_pins.py``).
     """
     E, H, N, dh = v.shape
     groups = -(-V // k)  # ceil(V/k) groups of k consecutive values, one of each residue
     if V // k < 2:  # a fold must leave a full group (every residue) to train on
         return torch.full((E, H), math.nan, dtype=torch.float64, device=v.device)
     n_folds = min(groups, folds)
-    v, W_O = v.to(torch.float64), W_O.to(torch.float64)
+    v, W_O = v.to(torch.float64), W_O.to(torch.float64)[:, :, None]  # W_O [E, H, 1, dh, d]
     vals = vals.long()
     fold = (vals // k) % n_folds  # [E, N]
-    y = F.one_hot(vals % k, k).to(torch.float64)[:, None]  # [E, 1, N, k]
-    correct = torch.zeros(E, H, N, dtype=torch.float64, device=v.device)
-    eye = torch.eye(W_O.shape[-1], dtype=torch.float64, device=v.device)
-    for f in range(n_folds):
-        w = (fold != f).to(torch.float64)[:, None, :, None]  # [E, 1, N, 1] training rows
-        n = w.sum(2).clamp(min=1)  # [E, 1, 1]
-        mu_v = (v * w).sum(2, keepdim=True) / n[..., None]  # [E, H, 1, dh]
-        mu_y = (y * w).sum(2, keepdim=True) / n[..., None]  # [E, 1, 1, k]
-        vc = v - mu_v
-        gram = (vc * w).transpose(-1, -2) @ vc  # [E, H, dh, dh]
-        cross = (vc * w).transpose(-1, -2) @ (y - mu_y)  # [E, H, dh, k]
-        A = W_O.transpose(-1, -2) @ gram @ W_O  # [E, H, d, d]
-        lam = ridge * A.diagonal(dim1=-2, dim2=-1).sum(-1) / A.shape[-1]  # [E, H]
-        A = A + (lam.clamp(min=1e-12))[..., None, None] * eye
-        beta = torch.linalg.solve(A, W_O.transpose(-1, -2) @ cross)  # [E, H, d, k]
-        pred = vc @ (W_O @ beta) + mu_y  # [E, H, N, k]
-        hit = (pred.argmax(-1) == vals[:, None] % k).to(torch.float64)
-        correct += hit * (fold == f).to(torch.float64)[:, None]  # held-out rows only
+    y = F.one_hot(vals % k, k).to(torch.float64)  # [E, N, k]
+    v = v - v.mean(2, keepdim=True)  # centred once, so that moment differences cancel little
+    held = _fold_moments(v, y, fold, n_folds)  # [E, H, F, D, D], D = dh + k + 1
+    train = held.sum(2, keepdim=True) - held  # moments of every fold's training keys
+    n = train[..., -1, -1].clamp(min=1)  # [E, H, F]
+    mean = train[..., -1, :-1] / n[..., None]  # [E, H, F, dh + k]: (mean v, mean y)
+    cov = train[..., :-1, :-1] - n[..., None, None] * mean[..., :, None] * mean[..., None, :]
+    gram, cross = cov[..., :dh, :dh], cov[..., :dh, dh:]  # ṼᵀṼ, Ṽᵀ(Y − ȳ)
+    A = W_O.transpose(-1, -2) @ gram @ W_O  # [E, H, F, d, d]
+    lam = ridge * A.diagonal(dim1=-2, dim2=-1).sum(-1) / A.shape[-1]  # [E, H, F]
+    eye = torch.eye(A.shape[-1], dtype=torch.float64, device=v.device)
+    A = A + (lam.clamp(min=1e-12))[..., None, None] * eye
+    beta = torch.linalg.solve(A, W_O.transpose(-1, -2) @ cross)  # [E, H, F, d, k]
+    P = W_O @ beta  # [E, H, F, dh, k]: key value vector → prediction
+    offset = mean[..., dh:] - (mean[..., None, :dh] @ P)[..., 0, :]  # [E, H, F, k]
+    # Each key is predicted by the probe of the fold that holds it out.
+    pred = v @ P.permute(0, 1, 3, 2, 4).reshape(E, H, dh, n_folds * k)  # [E, H, N, F·k]
+    own = fold[:, None, :, None, None].expand(E, H, N, 1, k)
+    pred = pred.view(E, H, N, n_folds, k).gather(3, own)[:, :, :, 0]  # [E, H, N, k]
+    pred = pred + offset.gather(2, fold[:, None, :, None].expand(E, H, N, k))
+    correct = (pred.argmax(-1) == vals[:, None] % k).to(torch.float64)  # [E, H, N]
     per_value = _per_value(correct, vals, V)  # [E, H, V]
     count = _per_value(torch.ones_like(correct[:, :1]), vals, V)[:, 0]  # [E, V]
     seen = (count > 0)[:, None].to(torch.float64)
     return (per_value / count.clamp(min=1)[:, None] * seen).sum(-1) / seen.sum(-1)
+
+
+def _fold_moments(v: torch.Tensor, y: torch.Tensor, fold: torch.Tensor, n_folds: int
+                  ) -> torch.Tensor:
+    """Per fold, the raw moments ``Σ u uᵀ`` of ``u = (v, y, 1)`` over the fold's keys.
+
+    ``v [E, H, N, dh]``, ``y [E, N, k]``, ``fold [E, N]`` → ``[E, H, F, D, D]`` with
+    ``D = dh + k + 1``: blocks ``Σvvᵀ, Σvyᵀ, Σv`` / ``Σyyᵀ, Σy`` / count. One ``bmm`` per fold.
+    """
+    E, H, N, _ = v.shape
+    ones = torch.ones(E, H, N, 1, dtype=v.dtype, device=v.device)
+    u = torch.cat([v, y[:, None].expand(E, H, N, -1), ones], -1)  # [E, H, N, D]
+    out = []
+    for f in range(n_folds):
+        in_f = (fold == f).to(v.dtype)[:, None, :, None]  # [E, 1, N, 1]
+        out.append((u * in_f).transpose(-1, -2) @ u)  # [E, H, D, D]
+    return torch.stack(out, 2)
 
 
 def _per_value(a: torch.Tensor, vals: torch.Tensor, V: int) -> torch.Tensor:

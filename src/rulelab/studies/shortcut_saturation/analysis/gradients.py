@@ -18,6 +18,11 @@ Modules (S.4.1): ``embed`` (W_E, W_pos), ``attn{l}`` (blocks.{l}.attn.*, blocks.
 conflict to −1 whenever ``ε = ‖g‖/(r‖g+‖)`` is small (:mod:`.analysis.identity`), so
 every reading carries ``eps`` and ``identity_dominated = eps < EPS_IDENTITY``.
 
+**Saturated loss (issue 11)** Each reading also carries ``loss_plus/minus``, the groups'
+mean cross-entropy, and ``saturated`` where either is below ``LOSS_SATURATED``
+(:mod:`.analysis.saturation`): the training set is fit past float32's resolution and the
+gradients are rounding residue, so cos, amplification and ε mean nothing there.
+
 Beside the group-mean gradients, ``example_norm_plus/minus`` are each group's mean
 *per-example* gradient norm, ``mean_i ‖∇ℓ_i‖`` over a sample of up to ``max_examples`` (256)
 examples per group and member — the first ones in the member's training order, which is a
@@ -33,6 +38,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
 from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY, identity_bounds  # noqa: F401 (re-export)
+from rulelab.studies.shortcut_saturation.analysis.saturation import SATURATED, is_saturated
 
 ALL = "all"
 MAX_EXAMPLES = 256  # per group and member, for the per-example gradient norms
@@ -160,6 +166,32 @@ def example_gradient_norms(
             for m, v in per.items()}
 
 
+def group_losses(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor,
+                 chunk: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each member's mean cross-entropy over its group ``mask`` and over the rest: ``([E],
+    [E])`` float64, NaN for an empty group. ``x [E, N, n], y [E, N], mask [E, N]``.
+
+    The per-example losses are float32, as :func:`group_gradients` differentiates them (a
+    saturated loss rounds to 0 there); only their sums are float64.
+    """
+    mask = mask.to(torch.bool)
+    inside = torch.zeros(x.shape[0], dtype=torch.float64, device=x.device)  # [E]
+    outside = torch.zeros_like(inside)
+    with torch.no_grad():
+        for s in range(0, x.shape[1], chunk):
+            logits = model(x[:, s : s + chunk])  # [E, b, k]
+            E, b, k = logits.shape
+            ce = F.cross_entropy(logits.reshape(E * b, k), y[:, s : s + chunk].reshape(-1),
+                                 reduction="none").view(E, b).double()
+            m = mask[:, s : s + chunk]
+            inside += torch.where(m, ce, 0.0).sum(1)
+            outside += torch.where(m, 0.0, ce).sum(1)
+    n_in = mask.sum(1).double()
+    n_out = mask.shape[1] - n_in
+    return (torch.where(n_in > 0, inside / n_in.clamp(min=1), torch.nan),
+            torch.where(n_out > 0, outside / n_out.clamp(min=1), torch.nan))
+
+
 def conflict_metrics(
     g_plus: dict[str, torch.Tensor], g_minus: dict[str, torch.Tensor], r: torch.Tensor
 ) -> dict[str, dict[str, torch.Tensor]]:
@@ -205,8 +237,10 @@ def gradient_conflict(
     (e.g. :class:`.data.EnsembleData`). ``r`` is each member's exact share of
     consistent examples. Returns a tidy frame, one row per (member, module), with the columns
     of :func:`conflict_metrics` plus ``example_norm_plus/minus`` (:func:`example_gradient_norms`
-    on up to ``max_examples`` per group; 0 skips them: NaN); members with an empty group
-    (r = 0 or 1) have NaN there.
+    on up to ``max_examples`` per group; 0 skips them: NaN), ``loss_plus/minus`` (each group's
+    mean loss, :func:`group_losses`) and ``saturated`` (either below ``LOSS_SATURATED``, the
+    same for every module of a member); members with an empty group (r = 0 or 1) have NaN
+    there.
     """
     cons = data.train_consistent.to(torch.bool)
     x, y = data.train_x, data.train_y
@@ -214,6 +248,10 @@ def gradient_conflict(
     g_minus = group_gradients(model, x, y, ~cons, chunk)
     r = cons.double().mean(1)  # [E]
     metrics = conflict_metrics(g_plus, g_minus, r)
+    loss_plus, loss_minus = group_losses(model, x, y, cons, chunk)  # [E], [E]
+    for stats in metrics.values():
+        stats.update(loss_plus=loss_plus, loss_minus=loss_minus,
+                     **{SATURATED: is_saturated(loss_plus, loss_minus)})
     for key, group in (("example_norm_plus", cons), ("example_norm_minus", ~cons)):
         norms = (example_gradient_norms(model, x, y, group, max_examples) if max_examples > 0
                  else {m: torch.full_like(r, torch.nan) for m in metrics})

@@ -15,6 +15,7 @@ from rulelab.studies.shortcut_saturation.analysis.circuits import fingerprints
 from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY
 from rulelab.studies.shortcut_saturation.analysis.outcome import outcome_of
 from rulelab.studies.shortcut_saturation.analysis.patching import patch_grid
+from rulelab.studies.shortcut_saturation.analysis.saturation import known, saturated_rows
 from rulelab.studies.shortcut_saturation.analysis.twins import aligned_twins
 
 
@@ -82,28 +83,44 @@ def fingerprint_table(trainer, n: int = 1024) -> pd.DataFrame:
 
 GRADIENT_COLUMNS = ("cos", "amplification", "odds", "eps", "example_norm_plus",
                     "example_norm_minus", "norm_plus", "norm_minus")
+ALL_SATURATED = "all_saturated"  # summary column: every run of the group has a saturated loss
 
 
 def gradient_summary(frame: pd.DataFrame, by=("layers", "ratio", "epoch"),
                      module: str = "all") -> pd.DataFrame:
     """Gradient readings (S.4.1–2) per group of ``by``: ``n`` runs, the **median** over runs of
-    each of :data:`GRADIENT_COLUMNS` present, and ``identity_dominated`` as ``"k/n"`` — runs
-    whose reading has ``eps < EPS_IDENTITY`` (:mod:`.analysis.gradients`: there
-    amplification ≈ r/(1−r) and cos ≈ −1 are forced by ``g = r·g+ + (1−r)·g−``).
+    each of :data:`GRADIENT_COLUMNS` present, ``saturated`` and ``identity_dominated`` as
+    ``"k/n"``, and :data:`ALL_SATURATED` (bool).
 
-    Tables stored before issue 8 have no ``eps``: ``identity_dominated`` is then ``"?"``.
+    ``saturated`` counts runs whose training loss is saturated (:mod:`.analysis.saturation`:
+    their gradients are rounding noise). They are left out of the medians — which are over
+    all runs only where every run is saturated (then :data:`ALL_SATURATED`: the medians are
+    noise too) — and out of ``identity_dominated``, which counts the other runs whose reading
+    has ``eps < EPS_IDENTITY`` (:mod:`.analysis.gradients`: there amplification ≈ r/(1−r) and
+    cos ≈ −1 are forced by ``g = r·g+ + (1−r)·g−``). Each run is in at most one count.
+
+    Tables stored before issue 8 have no ``eps``: ``identity_dominated`` is then ``"?"``;
+    tables stored before issue 11 have no flag: ``saturated`` is ``"?"`` and no run is left
+    out.
     """
     t = frame[frame["module"] == module] if "module" in frame.columns else frame
+    t = t.reset_index(drop=True)  # tables concatenated as stored repeat index labels
     keys = [c for c in by if c in t.columns]
     cols = [c for c in GRADIENT_COLUMNS if c in t.columns]
     if t.empty:
-        return pd.DataFrame(columns=[*keys, "n", *cols, "identity_dominated"])
+        return pd.DataFrame(columns=[*keys, "n", *cols, "saturated", "identity_dominated",
+                                     ALL_SATURATED])
+    noise = saturated_rows(t)
     grouped = t.groupby(keys, sort=True, dropna=False)
-    out = grouped[cols].median()
+    rows = []
+    for _, g in grouped:
+        sat = noise[g.index]
+        kept = g if sat.all() else g[~sat]  # medians over the runs whose gradients mean something
+        rows.append({**kept[cols].median().to_dict(),
+                     "saturated": f"{int(sat.sum())}/{len(g)}" if known(t) else "?",
+                     "identity_dominated": (f"{int(((g['eps'] < EPS_IDENTITY) & ~sat).sum())}"
+                                            f"/{len(g)}" if "eps" in t.columns else "?"),
+                     ALL_SATURATED: bool(sat.all())})
+    out = pd.DataFrame(rows, index=grouped.size().index)
     out.insert(0, "n", grouped.size())
-    if "eps" in t.columns:
-        flag = t["eps"] < EPS_IDENTITY
-        out["identity_dominated"] = [f"{int(flag[g.index].sum())}/{len(g)}" for _, g in grouped]
-    else:
-        out["identity_dominated"] = "?"
     return out.reset_index()
