@@ -87,6 +87,19 @@ def group_gradients(
     ``named_parameters()`` order. A member with an empty group gets a NaN row.
     ``chunk`` = examples per member per forward; gradients accumulate over chunks.
     """
+    return group_gradients_and_loss(model, x, y, mask, chunk)[0]
+
+
+def group_gradients_and_loss(
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    mask: torch.Tensor,
+    chunk: int = 2048,
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """:func:`group_gradients` and, from the same forward passes, each member's mean loss over
+    its group: ``[E]`` float64 (sums of the float32 per-example losses it differentiates, so a
+    saturated loss reads as it rounds there), NaN for an empty group."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     params = [p for _, p in named]
     mask = mask.to(torch.bool)
@@ -94,6 +107,7 @@ def group_gradients(
     denom = count.clamp(min=1).to(params[0].dtype)  # [E]
     x, y, mask = _group_first(x, y, mask)
     grads = [torch.zeros_like(p) for p in params]
+    total = torch.zeros(x.shape[0], dtype=torch.float64, device=x.device)  # [E]
     for s in range(0, x.shape[1], chunk):
         with torch.enable_grad():  # callers may sit inside an evaluation's no_grad
             logits = model(x[:, s : s + chunk])  # [E, b, k]
@@ -103,6 +117,7 @@ def group_gradients(
             ce = torch.where(mask[:, s : s + chunk], ce, torch.zeros_like(ce))
             loss = (ce.sum(1) / denom).sum()  # Σ_e (chunk's share of member e's mean loss)
             parts = torch.autograd.grad(loss, params, allow_unused=True)
+        total += ce.detach().double().sum(1)
         for acc, g in zip(grads, parts, strict=True):
             if g is not None:
                 acc += g
@@ -112,7 +127,9 @@ def group_gradients(
         out.setdefault(module_of(name), []).append(flat)
         out.setdefault(ALL, []).append(flat)
     empty = (count == 0).unsqueeze(1)  # [E, 1]
-    return {m: torch.cat(fs, 1).masked_fill(empty, float("nan")) for m, fs in out.items()}
+    mean_loss = torch.where(count > 0, total / count.clamp(min=1).double(), torch.nan)
+    return ({m: torch.cat(fs, 1).masked_fill(empty, float("nan")) for m, fs in out.items()},
+            mean_loss)
 
 
 def example_gradient_norms(
@@ -166,32 +183,6 @@ def example_gradient_norms(
             for m, v in per.items()}
 
 
-def group_losses(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor,
-                 chunk: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each member's mean cross-entropy over its group ``mask`` and over the rest: ``([E],
-    [E])`` float64, NaN for an empty group. ``x [E, N, n], y [E, N], mask [E, N]``.
-
-    The per-example losses are float32, as :func:`group_gradients` differentiates them (a
-    saturated loss rounds to 0 there); only their sums are float64.
-    """
-    mask = mask.to(torch.bool)
-    inside = torch.zeros(x.shape[0], dtype=torch.float64, device=x.device)  # [E]
-    outside = torch.zeros_like(inside)
-    with torch.no_grad():
-        for s in range(0, x.shape[1], chunk):
-            logits = model(x[:, s : s + chunk])  # [E, b, k]
-            E, b, k = logits.shape
-            ce = F.cross_entropy(logits.reshape(E * b, k), y[:, s : s + chunk].reshape(-1),
-                                 reduction="none").view(E, b).double()
-            m = mask[:, s : s + chunk]
-            inside += torch.where(m, ce, 0.0).sum(1)
-            outside += torch.where(m, 0.0, ce).sum(1)
-    n_in = mask.sum(1).double()
-    n_out = mask.shape[1] - n_in
-    return (torch.where(n_in > 0, inside / n_in.clamp(min=1), torch.nan),
-            torch.where(n_out > 0, outside / n_out.clamp(min=1), torch.nan))
-
-
 def conflict_metrics(
     g_plus: dict[str, torch.Tensor], g_minus: dict[str, torch.Tensor], r: torch.Tensor
 ) -> dict[str, dict[str, torch.Tensor]]:
@@ -238,17 +229,16 @@ def gradient_conflict(
     consistent examples. Returns a tidy frame, one row per (member, module), with the columns
     of :func:`conflict_metrics` plus ``example_norm_plus/minus`` (:func:`example_gradient_norms`
     on up to ``max_examples`` per group; 0 skips them: NaN), ``loss_plus/minus`` (each group's
-    mean loss, :func:`group_losses`) and ``saturated`` (either below ``LOSS_SATURATED``, the
-    same for every module of a member); members with an empty group (r = 0 or 1) have NaN
-    there.
+    mean loss, from the forward passes of :func:`group_gradients_and_loss`) and ``saturated``
+    (either below ``LOSS_SATURATED``, the same for every module of a member); members with an
+    empty group (r = 0 or 1) have NaN there.
     """
     cons = data.train_consistent.to(torch.bool)
     x, y = data.train_x, data.train_y
-    g_plus = group_gradients(model, x, y, cons, chunk)
-    g_minus = group_gradients(model, x, y, ~cons, chunk)
+    g_plus, loss_plus = group_gradients_and_loss(model, x, y, cons, chunk)  # …, [E]
+    g_minus, loss_minus = group_gradients_and_loss(model, x, y, ~cons, chunk)
     r = cons.double().mean(1)  # [E]
     metrics = conflict_metrics(g_plus, g_minus, r)
-    loss_plus, loss_minus = group_losses(model, x, y, cons, chunk)  # [E], [E]
     for stats in metrics.values():
         stats.update(loss_plus=loss_plus, loss_minus=loss_minus,
                      **{SATURATED: is_saturated(loss_plus, loss_minus)})
