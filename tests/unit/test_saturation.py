@@ -197,3 +197,19 @@ def test_final_readings_cross_saturated_runs_and_leave_them_out_of_the_bar():
     assert not [ln for ln in cos_2l.lines if ln.get_linewidth() == 2.2]  # all noise: no bar
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert any(t.startswith("saturated loss") for t in legend)
+
+
+def test_printed_summary_splits_weight_decays_so_a_saturated_cell_is_not_mixed_in(capsys):
+    """medium + medium-s5s6 in one lab: wd 0.1 saturated, wd 0.4 healthy at the same (L, r).
+    One row per decay — a pooled median would average rounding noise into a real reading."""
+    low, high = _table(), _table()
+    high["weight_decay"], low["weight_decay"] = 0.4, 0.1
+    high["saturated"] = False
+    high["run_id"] = high["run_id"] + "-wd4"
+    print_gradient_summary(pd.concat([low, high], ignore_index=True))
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if "│" in ln]
+    assert len(rows) == 8  # (layers, wd, epoch) = 2 × 2 × 2
+    noise = [ln for ln in rows if "‡" in ln]
+    assert len(noise) == 1 and "0.1" in noise[0] and "3/3" in noise[0]
+    healthy = [ln for ln in rows if "0.4" in ln]
+    assert len(healthy) == 4 and all("0/3" in ln and "‡" not in ln for ln in healthy)

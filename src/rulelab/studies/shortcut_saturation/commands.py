@@ -33,7 +33,11 @@ def print_gradient_summary(frame: pd.DataFrame, by=("layers", "ratio", "epoch"))
     from rulelab.studies.shortcut_saturation.analysis.saturation import LEGEND, MARK
     from rulelab.studies.shortcut_saturation.analysis.tables import ALL_SATURATED, gradient_summary
 
-    summary = gradient_summary(frame, by)
+    # a lab with several head counts or weight decays (medium + medium-s5s6) gets a row per
+    # value: a median over both decays would mix a saturated cell with a healthy one
+    split = [c for c in ("heads", "weight_decay") if c in frame.columns and c not in by
+             and frame[c].nunique() > 1]
+    summary = gradient_summary(frame, (*by[:-1], *split, by[-1]))
     noise = summary[ALL_SATURATED].astype(bool)
     # † where the identity g = r·g+ + (1−r)·g− pins the reading down; ‡ overrides: there
     # neither the reading nor its ε means anything
