@@ -98,7 +98,7 @@ def measure(cfgs, precision: str) -> dict | None:
     finally:
         del tr
     every = getattr(cfgs[0], "eval_every", 10)
-    return {"E": E, "mb": mb, "epoch_s": epoch_s, "eval_s": eval_s,
+    return {"E": E, "epoch_s": epoch_s, "eval_s": eval_s,
             "passes": cost.passes_per_epoch,
             "rate": E / (epoch_s + eval_s / every), "flops": cost.flops_per_epoch,
             "tflops": cost.flops_per_epoch * E / epoch_s / 1e12, "mem": mem,

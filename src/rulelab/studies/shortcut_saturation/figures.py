@@ -21,6 +21,7 @@ from rulelab.report.figures import legend_columns, new_figure
 from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY
 from rulelab.studies.shortcut_saturation.analysis.outcome import UNKNOWN, outcome_of
 from rulelab.studies.shortcut_saturation.analysis.saturation import (
+    FIGURE_LABEL,
     LOSS_SATURATED,
     MARK,
     saturated_rows,
@@ -149,8 +150,7 @@ def gradient_dynamics(grad_table: pd.DataFrame, runs: pd.DataFrame | None = None
         handles.append(Line2D([], [], **PINNED, mec="0.3",
                               label=f"identity-dominated (ε < {EPS_IDENTITY:g})"))
     if noise.any():
-        handles.append(Line2D([], [], **NOISE, color="0.3", label=f"saturated loss (a group's "
-                              f"mean < {LOSS_SATURATED:g}): rounding noise, not in the median"))
+        handles.append(Line2D([], [], **NOISE, color="0.3", label=FIGURE_LABEL))
     _legend(fig, handles)
     return fig
 

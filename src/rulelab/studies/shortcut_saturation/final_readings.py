@@ -16,11 +16,7 @@ from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from rulelab.report.figures import legend_columns, new_figure
 from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY
-from rulelab.studies.shortcut_saturation.analysis.saturation import (
-    LOSS_SATURATED,
-    SATURATED,
-    saturated_rows,
-)
+from rulelab.studies.shortcut_saturation.analysis.saturation import FIGURE_LABEL, saturated_rows
 from rulelab.studies.shortcut_saturation.figure_tables import (
     at_epoch,
     config_groups,
@@ -47,7 +43,7 @@ def one_epoch_per_run(table: pd.DataFrame | None) -> bool:
 
 def _strip(ax, g: pd.DataFrame, col: str, x: float, colour, gen: dict, width: float) -> None:
     """One dot per run at ``x`` (jittered within ``width``), a star where it generalized, a
-    cross where its loss is saturated (``g[SATURATED]``, when present), and the median of the
+    cross where its loss is saturated (the stored ``saturated`` flag), and the median of the
     other runs as a short bar."""
     v = g.groupby("run_id")[col].median().dropna()
     if v.empty:  # e.g. a head the 1-layer runs do not have
@@ -127,10 +123,8 @@ def final_readings(table: pd.DataFrame, runs: pd.DataFrame | None, columns: dict
     if "eps" in columns:
         handles.append(Line2D([], [], ls=":", color="0.3",
                               label=f"identity-dominated below ε = {EPS_IDENTITY:g}"))
-    if SATURATED in t.columns and saturated_rows(t).any():
-        handles.append(Line2D([], [], **NOISE, color="0.4",
-                              label=f"saturated loss (a group's mean < {LOSS_SATURATED:g}): "
-                              "rounding noise, not in the median"))
+    if saturated_rows(t).any():
+        handles.append(Line2D([], [], **NOISE, color="0.4", label=FIGURE_LABEL))
     fig.legend(handles=handles, loc="outside upper center", fontsize=8, frameon=False,
                ncols=legend_columns(fig, [h.get_label() for h in handles]))
     return fig

@@ -39,6 +39,9 @@ LEGEND = (f"{MARK} saturated loss (mean train-consistent or train-anti loss < "
           "steps of 2⁻²³ ≈ 1.2e-7, so these gradients are rounding noise and their cos, "
           "ratio and ε mean nothing")
 
+FIGURE_LABEL = (f"saturated loss (a group's mean < {LOSS_SATURATED:g}): rounding noise, not in "
+                "the median")  # legend entry of the crossed readings in every figure
+
 
 def is_saturated(loss_plus, loss_minus):
     """The flag from each group's mean loss: either group below :data:`LOSS_SATURATED` (a
