@@ -17,13 +17,15 @@ from types import SimpleNamespace
 
 from cli_inproc import run_main
 from labs import cli
+from rulelab.sweep.live import ProgressFile, RemoteProgress, progress_path
 from rulelab.sweep.progress import LineSweepProgress, clock_text
+from rulelab.train.runner import EpochProgress
 
 TINY = ["--seq-len", "4", "--vocab", "8", "--n-train", "64", "--n-eval", "32", "--eval-every",
         "2", "--layers", "1", "--heads", "1", "--d-model", "16", "--d-mlp", "32"]
 LINE = re.compile(r"progress (\S+): ([\d.]+)% of the estimated time \((\d+)/(\d+) "
                   r"member-epochs\) · runs (\d+)/(\d+) · "
-                  r"generalized (\d+) · failed (\d+) · (?:chunk .* · )?(\d+:\d\d:\d\d) elapsed · "
+                  r"generalized (\d+) · failed (\d+) · (?:chunks? .* · )?(\d+:\d\d:\d\d) elapsed · "
                   r"(ETA \d+:\d\d:\d\d|ETA unknown|finished)$")
 
 
@@ -114,6 +116,79 @@ def test_the_heartbeat_prints_while_no_event_comes():
     n = len(out.getvalue().splitlines())
     time.sleep(0.2)  # ended: the heartbeat stopped with it
     assert len(out.getvalue().splitlines()) == n and p.beat is None
+
+
+def test_chunks_running_at_once_add_up():
+    """Two chunks on two Ray workers report at once: the counts are the sum of both, the line
+    names both with their epochs, and one finishing leaves the other's share in place."""
+    clock, out = FakeClock(), io.StringIO()
+    p = LineSweepProgress(out, every=1.0, clock=clock, heartbeat=False)
+    p.begin(fake_plan(members=(4, 2)))
+    spec0, spec1 = SimpleNamespace(index=0, label="A × 4"), SimpleNamespace(index=1, label="B × 2")
+    p.chunk_started(spec0)
+    p.chunk_started(spec1)
+    cb0, cb1 = p.epoch_callbacks(spec0), p.epoch_callbacks(spec1)
+    cb0.start("A × 4", 100, 0, 4)
+    cb1.start("B × 2", 100, 0, 2)
+    clock.now += 10
+    cb0.update(50, 1, 0)  # 200 member-epochs
+    clock.now += 1
+    cb1.update(20, 0, 1)  # 40
+    m = LINE.fullmatch(out.getvalue().splitlines()[-1])
+    assert m and m.groups()[2:8] == ("240", "600", "0", "6", "1", "1"), out.getvalue()
+    assert "chunks 1/2 A × 4 epoch 50/100, 2/2 B × 2 epoch 20/100 · " in m.group(0)
+    clock.now += 10
+    p.chunk_finished(spec0, [outcome("done", True)] + [outcome("done")] * 3)
+    m = LINE.fullmatch(out.getvalue().splitlines()[-1])
+    assert m and m.groups()[2:8] == ("440", "600", "4", "6", "1", "1"), out.getvalue()
+    assert " · chunk 2/2 B × 2 epoch 20/100 · " in m.group(0)
+
+
+class Recorder(EpochProgress):
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def start(self, *args) -> None:
+        self.calls.append(("start", *args))
+
+    def update(self, *args) -> None:
+        self.calls.append(("update", *args))
+
+
+def test_a_workers_progress_file_is_replayed_into_the_drivers_callbacks(tmp_path):
+    """What a Ray worker's chunk reports reaches the driver's callbacks through the lab: the
+    file is written at start, at most every ``every`` seconds, and at finish; the driver
+    replays only what changed, ignores a stale file of an earlier sweep, and removes the file
+    when the chunk ends."""
+    spec = SimpleNamespace(index=3)
+    path = progress_path(tmp_path, 3)
+    path.parent.mkdir()
+    path.write_text('{"start": ["old", 9, 0, 1], "update": [9, 0, 0]}')  # an earlier sweep's
+    recorder = Recorder()
+    driver = RemoteProgress(tmp_path, lambda s: recorder)
+    driver.started(spec)
+    assert not path.exists()
+    driver.poll()  # nothing written yet
+    assert recorder.calls == []
+    clock = FakeClock()
+    worker = ProgressFile(path, every=5.0, clock=clock)
+    worker.start("2L × 8", 1500, 500, 8)
+    worker.update(510, 0, 0)  # the first update is written at once
+    clock.now += 1
+    worker.update(520, 1, 0)  # 1 s later: not yet
+    driver.poll()
+    driver.poll()  # unchanged: no second replay
+    assert recorder.calls == [("start", "2L × 8", 1500, 500, 8), ("update", 510, 0, 0)]
+    clock.now += 5
+    worker.update(530, 1, 0)
+    worker.finish()
+    driver.poll()
+    assert recorder.calls[2:] == [("update", 530, 1, 0)]
+    worker.start("2L × 4", 1500, 530, 4)  # a second ensemble of the chunk (or a retry)
+    driver.poll()
+    assert recorder.calls[3:] == [("start", "2L × 4", 1500, 530, 4)]
+    driver.ended(spec)
+    assert not path.exists() and driver.running == {}
 
 
 def test_clock_text():

@@ -52,6 +52,7 @@ from procs import chunk_workers, descendants, mentioning, wait_gone  # noqa: E40
 from rulelab.store import Lab  # noqa: E402
 from rulelab.sweep import RayExecutor, load_recipe, run_sweep  # noqa: E402
 from rulelab.sweep.executors import RayUnavailable  # noqa: E402
+from rulelab.sweep.progress import SweepCounts  # noqa: E402
 
 EPOCHS = 100
 RECIPE = f"""\
@@ -88,8 +89,22 @@ def assert_same_labs(a: Path, b: Path) -> None:
     assert_same_checkpoints(a, b)
 
 
+class EpochLog(SweepCounts):
+    """The sweep's progress counts, and every chunk evaluation the driver was told of."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[int, str]] = []
+
+    def epoch(self, spec, member_epochs, n_generalized, n_failed, at_epoch="") -> None:
+        super().epoch(spec, member_epochs, n_generalized, n_failed, at_epoch)
+        self.seen.append((spec.index, at_epoch))
+
+
 @pytest.mark.slow  # 20 s here idle (a Ray runtime takes 5-10 s to start)
 def test_ray_sweep_with_a_killed_worker_equals_the_local_sweep(tmp_path, local_runtime):
+    """… and the driver hears each remote chunk's evaluations through its progress file
+    (rulelab.sweep.live), up to the last epoch, as it would from a local chunk."""
     recipe_path = write(tmp_path, "recipe", RECIPE)
     local = sweep(recipe_path, tmp_path / "local").root
 
@@ -112,11 +127,16 @@ def test_ray_sweep_with_a_killed_worker_equals_the_local_sweep(tmp_path, local_r
 
     watcher = threading.Thread(target=kill_first_chunk, daemon=True)
     watcher.start()
-    result = run_sweep(recipe, remote, recipe.execution.merged(threads=1), local_runtime)
+    progress = EpochLog()
+    result = run_sweep(recipe, remote, recipe.execution.merged(threads=1), local_runtime,
+                       progress)
     watcher.join(5)
     assert len(killed) == 1, "no chunk worker was found to kill"
     assert result.lost == [] and result.done == 8 and result.failed == 0
     assert_same_labs(local, remote.root)
+    assert {(i, f"epoch {EPOCHS}/{EPOCHS}") for i in (0, 1)} <= set(progress.seen)
+    assert progress.completed == progress.total == 8 * EPOCHS and progress.done == 8
+    assert not list((remote.root / "progress").glob("*.json"))
 
 
 def test_an_address_nobody_answers_at_is_one_line_in_seconds(tmp_path, capsys, monkeypatch):

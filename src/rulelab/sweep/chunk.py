@@ -106,8 +106,12 @@ def run_chunk(spec: ChunkSpec, progress=None) -> list[RunOutcome]:
 
 
 def run_chunk_plain(spec: ChunkSpec) -> list[dict]:
-    """:func:`run_chunk` with plain-dict results (what a Ray task returns to the driver)."""
-    return [o.__dict__ for o in run_chunk(spec)]
+    """:func:`run_chunk` with plain-dict results (what a Ray task returns to the driver); its
+    progress goes to a file in the lab that the driver reads (:mod:`rulelab.sweep.live`)."""
+    from rulelab.sweep.live import ProgressFile, progress_path
+
+    progress = ProgressFile(progress_path(spec.lab, spec.index))
+    return [o.__dict__ for o in run_chunk(spec, progress)]
 
 
 def _train(configs: list, files: LabFiles, spec: ChunkSpec, progress) -> list[RunOutcome]:

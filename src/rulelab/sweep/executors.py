@@ -3,8 +3,10 @@
 Both share one interface, ``run(specs, events)``, and run the same function,
 :func:`rulelab.sweep.chunk.run_chunk`, on the same :class:`ChunkSpec`. ``events`` is the
 driver's: ``started(spec)``, ``finished(spec, outcomes)``, ``lost(spec, reason)`` and
-``chunk_progress(spec)`` (per-epoch callbacks, in-process only). Only the driver writes the
-registry; chunks write their runs' files (checkpoints, metrics) into the lab directory.
+``chunk_progress(spec)`` (per-epoch callbacks: called in-process by a local chunk, replayed
+from the chunk's progress file for a Ray one, :mod:`rulelab.sweep.live`). Only the driver
+writes the registry; chunks write their runs' files (checkpoints, metrics, progress) into the
+lab directory.
 
 - :class:`LocalExecutor` (default): chunks one after another in this process. A killed sweep
   is resumed by running it again.
@@ -23,6 +25,8 @@ from collections.abc import Sequence
 
 from rulelab.store import StoreError
 from rulelab.sweep.chunk import ChunkSpec, RunOutcome, run_chunk, run_chunk_plain
+
+POLL_SECONDS = 2.0  # how often the driver reads its Ray chunks' progress files
 
 
 class LocalExecutor:
@@ -104,18 +108,24 @@ class RayExecutor:
                 self.close()
 
     def _run(self, ray, queue: list[ChunkSpec], events) -> None:
+        from rulelab.sweep.live import RemoteProgress
+
         task = ray.remote(num_cpus=self.cpus_per_chunk, num_gpus=self.gpus_per_chunk,
                           max_retries=self.max_retries, retry_exceptions=False)(run_chunk_plain)
         task = task.options(name="rulelab-chunk")
         capacity, running = self.capacity(ray), {}
+        live = RemoteProgress(queue[0].lab, events.chunk_progress) if queue else None
         while queue or running:
             while queue and len(running) < capacity:
                 spec = queue.pop(0)
                 events.started(spec)
+                live.started(spec)
                 running[task.remote(spec)] = spec
-            ready, _ = ray.wait(list(running), num_returns=1)
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_SECONDS)
+            live.poll()
             for ref in ready:
                 spec = running.pop(ref)
+                live.ended(spec)
                 try:
                     outcomes = [RunOutcome(**d) for d in ray.get(ref)]
                 except ray.exceptions.RayError as err:

@@ -6,7 +6,8 @@ weigh each chunk's member-epochs by the cost model's estimate of that chunk's ti
 (:mod:`rulelab.sweep.estimate`): a 2-layer member-epoch costs about three 1-layer ones, and a
 width-1025 one sixty width-17 ones, so an ETA in plain member-epochs read off a cheap first
 chunk would promise a fraction of the real time. In-process chunks (local executor) report
-every evaluation; remote chunks (Ray) report when they finish. :class:`SweepCounts` keeps the
+every evaluation; remote chunks (Ray) through their progress files, which the driver polls
+(:mod:`rulelab.sweep.live`), several at once. :class:`SweepCounts` keeps the
 counts; two displays draw them: a rich bar on a terminal (:class:`RichSweepProgress`) and,
 where output goes to a file (nohup, a scheduler, CI), one plain line every ``every`` seconds
 (:class:`LineSweepProgress`), since a bar that only draws on a terminal leaves such a log
@@ -58,9 +59,13 @@ class SweepCounts(SweepProgress):
         self.done = self.generalized = self.failed = self.finished_chunks = 0
         self.base = 0  # member-epochs of finished chunks
         self.completed = self.total = 0  # member-epochs, finished chunks and running ones
-        self.live_gen = self.live_fail = 0  # of the running in-process chunk
-        self.chunk = ""  # "chunk 5/40 2L·2H × 60" while one runs
-        self.at_epoch = ""  # "epoch 120/15000" of the running in-process chunk
+        self.live_gen = self.live_fail = 0  # of the running chunks
+        self.chunk = ""  # "chunk 5/40 2L·2H × 60 epoch 120/15000" while one runs
+        self.started_chunks = 0
+        self.running_chunks: dict[int, str] = {}  # index → "5/40 2L·2H × 60", in start order
+        # chunk index → (member-epochs done, their estimated cost, generalized, failed,
+        # "epoch 120/15000"), for each running chunk that reported
+        self.live: dict[int, tuple[int, float, int, int, str]] = {}
         self.n_runs = self.n_chunks = 0
         self.chunk_work: dict[int, int] = {}
         self.chunk_cost: dict[int, float] = {}  # estimated seconds of each chunk (relative)
@@ -83,7 +88,9 @@ class SweepCounts(SweepProgress):
         return min(self.cost_done / self.cost_total, 1.0)
 
     def chunk_started(self, spec) -> None:
-        self.chunk = f"chunk {self.finished_chunks + 1}/{self.n_chunks} {spec.label}"
+        self.started_chunks += 1
+        self.running_chunks[spec.index] = f"{self.started_chunks}/{self.n_chunks} {spec.label}"
+        self._fold()
         self.show()
 
     def epoch_callbacks(self, spec) -> EpochCallbacks:
@@ -92,12 +99,11 @@ class SweepCounts(SweepProgress):
     def epoch(self, spec, member_epochs: int, n_generalized: int, n_failed: int,
               at_epoch: str = "") -> None:
         """A running chunk's evaluation: ``member_epochs`` of it done so far."""
-        self.at_epoch = at_epoch
         work = self.chunk_work.get(spec.index, 0)
-        self.completed = self.base + min(member_epochs, work)
-        self.cost_done = self.cost_base + (self.chunk_cost.get(spec.index, 0.0)
-                                           * min(member_epochs, work) / max(work, 1))
-        self.live_gen, self.live_fail = n_generalized, n_failed
+        done = min(member_epochs, work)
+        cost = self.chunk_cost.get(spec.index, 0.0) * done / max(work, 1)
+        self.live[spec.index] = (done, cost, n_generalized, n_failed, at_epoch)
+        self._fold()
         self.show()
 
     def chunk_finished(self, spec, outcomes) -> None:
@@ -110,10 +116,21 @@ class SweepCounts(SweepProgress):
         self.finished_chunks += 1
         self.base += self.chunk_work.get(spec.index, 0)
         self.cost_base += self.chunk_cost.get(spec.index, 0.0)
-        self.completed, self.cost_done, self.live_gen, self.live_fail = (
-            self.base, self.cost_base, 0, 0)
-        self.chunk = self.at_epoch = ""
+        self.running_chunks.pop(spec.index, None)
+        self.live.pop(spec.index, None)
+        self._fold()
         self.show()
+
+    def _fold(self) -> None:
+        """The totals: finished chunks plus what each running chunk reported so far."""
+        live = self.live.values()
+        self.completed = self.base + sum(v[0] for v in live)
+        self.cost_done = self.cost_base + sum(v[1] for v in live)
+        self.live_gen, self.live_fail = sum(v[2] for v in live), sum(v[3] for v in live)
+        parts = [f"{name} {self.live[i][4] if i in self.live else ''}".strip()
+                 for i, name in self.running_chunks.items()]
+        self.chunk = (f"chunk {parts[0]}" if len(parts) == 1
+                      else f"chunks {', '.join(parts)}" if parts else "")
 
     def show(self) -> None: ...
 
@@ -235,8 +252,7 @@ class LineSweepProgress(SweepCounts):
         parts = [f"progress {self.experiment}: {100 * share:.1f}% of the estimated time "
                  f"({self.completed}/{self.total} member-epochs)", f"runs {self.runs_text}",
                  f"generalized {self.n_generalized}", f"failed {self.n_failed}",
-                 *([f"{self.chunk} {self.at_epoch}".strip()] if self.chunk and not final
-                   else []),
+                 *([self.chunk] if self.chunk and not final else []),
                  f"{clock_text(elapsed)} elapsed", eta]
         return " · ".join(parts)
 

@@ -1,0 +1,103 @@
+"""Live progress of chunks that run in other processes (Ray workers), read by the driver.
+
+An in-process chunk reports every evaluation to the sweep's progress through its epoch
+callbacks (:class:`rulelab.train.runner.EpochProgress`). A chunk on a Ray worker cannot call
+back into the driver, so without this a Ray sweep's progress stood still until a chunk ended —
+an hour, for a medium chunk. Here the worker's callbacks go to a small JSON file in the lab,
+``progress/chunk-<index>.json`` (replaced atomically, at most every ``every`` seconds, and at
+each start and finish), and the driver polls the files of its running chunks while it waits
+and replays them into the same callbacks an in-process chunk would call. The lab's folder is
+already shared by the driver and its workers (they write checkpoints and metrics there).
+
+The file holds the arguments of the last ``start`` and ``update`` calls, so replaying it is
+exact whatever the polling rate. The driver removes a chunk's file when it starts it (a stale
+file of an earlier sweep must not count) and when it ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rulelab.store.atomic import atomic_write
+from rulelab.train.runner import EpochProgress
+
+PROGRESS_DIR = "progress"
+WRITE_SECONDS = 5.0  # a worker rewrites its chunk's file at most this often
+
+
+def progress_path(lab_root: str | Path, index: int) -> Path:
+    return Path(lab_root) / PROGRESS_DIR / f"chunk-{index}.json"
+
+
+class ProgressFile(EpochProgress):
+    """A worker's epoch callbacks, written to ``path`` for the driver to read."""
+
+    def __init__(self, path: Path, *, every: float = WRITE_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.path, self.every, self.clock = path, every, clock
+        self.state: dict = {}
+        self.last = float("-inf")
+
+    def start(self, label: str, total_epochs: int, done_epochs: int, n_members: int) -> None:
+        self.state = {"start": [label, total_epochs, done_epochs, n_members]}
+        self._write()
+        self.last = float("-inf")  # the first evaluation's counts go out at once too
+
+    def update(self, epoch: int, n_generalized: int, n_failed: int) -> None:
+        self.state["update"] = [epoch, n_generalized, n_failed]
+        if self.clock() - self.last >= self.every:
+            self._write()
+
+    def finish(self) -> None:
+        self._write()
+
+    def _write(self) -> None:
+        self.last = self.clock()
+        text = json.dumps(self.state).encode()
+        with contextlib.suppress(OSError):  # progress is best effort: never fail a chunk
+            atomic_write(self.path, lambda f: f.write(text))
+
+
+def read_progress(path: Path) -> dict | None:
+    """The state a :class:`ProgressFile` wrote, or None (none yet, or unreadable)."""
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) and "start" in state else None
+
+
+class RemoteProgress:
+    """The driver's side: replays each running chunk's file into its epoch callbacks."""
+
+    def __init__(self, lab_root: str | Path, callbacks: Callable[[object], EpochProgress]):
+        self.lab_root, self.callbacks = lab_root, callbacks
+        self.running: dict[int, tuple[EpochProgress, list]] = {}  # index → (callbacks, seen)
+
+    def started(self, spec) -> None:
+        path = progress_path(self.lab_root, spec.index)
+        path.unlink(missing_ok=True)  # an earlier sweep's chunk of the same index
+        self.running[spec.index] = (self.callbacks(spec), [None, None])
+
+    def ended(self, spec) -> None:
+        self.running.pop(spec.index, None)
+        with contextlib.suppress(OSError):
+            progress_path(self.lab_root, spec.index).unlink(missing_ok=True)
+
+    def poll(self) -> None:
+        """Replay what changed in the running chunks' files since the last poll."""
+        for index, (callbacks, seen) in self.running.items():
+            state = read_progress(progress_path(self.lab_root, index))
+            if state is None:
+                continue
+            start, update = state.get("start"), state.get("update")
+            if start != seen[0]:
+                callbacks.start(*start)
+                seen[:] = [start, None]
+            if update is not None and update != seen[1]:
+                callbacks.update(*update)
+                seen[1] = update
