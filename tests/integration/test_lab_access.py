@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -257,6 +258,13 @@ def test_a_second_train_on_a_busy_lab_is_refused(tmp_path, capsys, monkeypatch):
         res = run_main(["status", "--lab", lab], capsys, monkeypatch)
         assert res.returncode == 0 and f"train running: pid {holder.pid}" in res.stdout
         assert before[1] == (1,)
+        # … and, once its chunk trains, the epoch it is at (its progress file, sweep/live.py)
+        chunk_line = re.compile(r"^  chunk 1: \S.* × 1 at epoch (\d+)/200000, generalized 0, "
+                                r"failed 0$", re.M)
+        while not chunk_line.search(res.stdout):
+            assert holder.poll() is None and time.time() < deadline, res.stdout
+            time.sleep(0.5)
+            res = run_main(["status", "--lab", lab], capsys, monkeypatch)
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(30)

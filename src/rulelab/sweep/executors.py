@@ -33,9 +33,16 @@ class LocalExecutor:
     name = "local"
 
     def run(self, specs: Sequence[ChunkSpec], events) -> None:
+        from rulelab.sweep.live import Both, ProgressFile, progress_path
+
         for spec in specs:
             events.started(spec)
-            events.finished(spec, run_chunk(spec, events.chunk_progress(spec)))
+            path = progress_path(spec.lab, spec.index)  # for `rulelab status` elsewhere
+            try:
+                outcomes = run_chunk(spec, Both(events.chunk_progress(spec), ProgressFile(path)))
+            finally:
+                path.unlink(missing_ok=True)
+            events.finished(spec, outcomes)
 
 
 class RayUnavailable(RuntimeError):

@@ -1,4 +1,4 @@
-"""Live progress of chunks that run in other processes (Ray workers), read by the driver.
+"""Live progress of running chunks, read by the driver (for Ray workers) and by ``rulelab status``.
 
 An in-process chunk reports every evaluation to the sweep's progress through its epoch
 callbacks (:class:`rulelab.train.runner.EpochProgress`). A chunk on a Ray worker cannot call
@@ -11,7 +11,9 @@ already shared by the driver and its workers (they write checkpoints and metrics
 
 The file holds the arguments of the last ``start`` and ``update`` calls, so replaying it is
 exact whatever the polling rate. The driver removes a chunk's file when it starts it (a stale
-file of an earlier sweep must not count) and when it ends.
+file of an earlier sweep must not count) and when it ends. A local chunk writes the same file
+beside its in-process callbacks (:class:`Both`), so ``rulelab status`` in another terminal
+shows the epoch of every running chunk, whichever the executor (:func:`running_chunks`).
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rulelab.store.atomic import atomic_write
-from rulelab.train.runner import EpochProgress
+
+if TYPE_CHECKING:  # the runner imports torch; `rulelab status` reads these files without it
+    from rulelab.train.runner import EpochProgress
 
 PROGRESS_DIR = "progress"
 WRITE_SECONDS = 5.0  # a worker rewrites its chunk's file at most this often
@@ -33,8 +38,9 @@ def progress_path(lab_root: str | Path, index: int) -> Path:
     return Path(lab_root) / PROGRESS_DIR / f"chunk-{index}.json"
 
 
-class ProgressFile(EpochProgress):
-    """A worker's epoch callbacks, written to ``path`` for the driver to read."""
+class ProgressFile:
+    """A chunk's epoch callbacks (those of :class:`~rulelab.train.runner.EpochProgress`),
+    written to ``path`` for the driver and ``rulelab status`` to read."""
 
     def __init__(self, path: Path, *, every: float = WRITE_SECONDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -69,6 +75,41 @@ def read_progress(path: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return state if isinstance(state, dict) and "start" in state else None
+
+
+class Both:
+    """Two sets of epoch callbacks, called in turn (a local chunk: the sweep's and its file)."""
+
+    def __init__(self, first: EpochProgress, second: EpochProgress | ProgressFile) -> None:
+        self.pair = (first, second)
+
+    def start(self, *args) -> None:
+        for p in self.pair:
+            p.start(*args)
+
+    def update(self, *args) -> None:
+        for p in self.pair:
+            p.update(*args)
+
+    def finish(self) -> None:
+        for p in self.pair:
+            p.finish()
+
+
+def running_chunks(lab_root: str | Path) -> list[dict]:
+    """What each running chunk's file says: ``{chunk, label, epoch, epochs, generalized,
+    failed}``, by chunk index (meaningful while a sweep holds the lab's lock)."""
+    out = []
+    for path in sorted((Path(lab_root) / PROGRESS_DIR).glob("chunk-*.json")):
+        state = read_progress(path)
+        index = path.stem.removeprefix("chunk-")
+        if state is None or not index.isdigit():
+            continue
+        label, epochs, done, _ = state["start"]
+        epoch, generalized, failed = state.get("update") or (done, 0, 0)
+        out.append({"chunk": int(index), "label": label, "epoch": epoch, "epochs": epochs,
+                    "generalized": generalized, "failed": failed})
+    return sorted(out, key=lambda c: c["chunk"])
 
 
 class RemoteProgress:

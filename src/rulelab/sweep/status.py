@@ -13,6 +13,7 @@ from rulelab.store import Lab
 from rulelab.store.registry import STATUSES
 from rulelab.studies import tasks
 from rulelab.sweep.driver import active_sweep
+from rulelab.sweep.live import running_chunks
 
 
 def generalized_of(row: dict) -> bool | None:
@@ -47,7 +48,9 @@ def experiment_status(lab: Lab) -> list[dict]:
 
 
 def lab_status(lab: Lab) -> dict:
-    return {"lab": str(lab.root), "active_sweep": active_sweep(lab.root),
+    active = active_sweep(lab.root)
+    return {"lab": str(lab.root), "active_sweep": active,
+            "chunks": running_chunks(lab.root) if active else [],
             "experiments": experiment_status(lab)}
 
 
@@ -76,6 +79,10 @@ def print_status(console, status: dict) -> None:
     if active:
         console.print(f"{active.get('command', 'sweep')} running: pid {active.get('pid')}, "
                       f"experiment {active.get('experiment')}", markup=False, highlight=False)
+        for c in status.get("chunks", []):
+            console.print(f"  chunk {c['chunk'] + 1}: {c['label']} at epoch {c['epoch']}/"
+                          f"{c['epochs']}, generalized {c['generalized']}, failed {c['failed']}",
+                          markup=False, highlight=False)
     elif stale:
         console.print(f"no sweep is running: the {stale} 'running' run(s) were interrupted; "
                       "re-run their sweep to resume them from their checkpoints")
