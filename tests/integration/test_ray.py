@@ -136,7 +136,7 @@ def test_ray_sweep_with_a_killed_worker_equals_the_local_sweep(tmp_path, local_r
     assert_same_labs(local, remote.root)
     assert {(i, f"epoch {EPOCHS}/{EPOCHS}") for i in (0, 1)} <= set(progress.seen)
     assert progress.completed == progress.total == 8 * EPOCHS and progress.done == 8
-    assert not list((remote.root / "progress").glob("*.json"))
+    assert not (remote.root / "progress").exists()
 
 
 def test_an_address_nobody_answers_at_is_one_line_in_seconds(tmp_path, capsys, monkeypatch):

@@ -33,15 +33,15 @@ class LocalExecutor:
     name = "local"
 
     def run(self, specs: Sequence[ChunkSpec], events) -> None:
-        from rulelab.sweep.live import Both, ProgressFile, progress_path
+        from rulelab.sweep.live import Both, ProgressFile, progress_path, remove_progress
 
         for spec in specs:
             events.started(spec)
-            path = progress_path(spec.lab, spec.index)  # for `rulelab status` elsewhere
+            file = ProgressFile(progress_path(spec.lab, spec.index))  # for `rulelab status`
             try:
-                outcomes = run_chunk(spec, Both(events.chunk_progress(spec), ProgressFile(path)))
+                outcomes = run_chunk(spec, Both(events.chunk_progress(spec), file))
             finally:
-                path.unlink(missing_ok=True)
+                remove_progress(spec.lab, spec.index)
             events.finished(spec, outcomes)
 
 

@@ -38,6 +38,14 @@ def progress_path(lab_root: str | Path, index: int) -> Path:
     return Path(lab_root) / PROGRESS_DIR / f"chunk-{index}.json"
 
 
+def remove_progress(lab_root: str | Path, index: int) -> None:
+    """Remove a chunk's file, and the folder once no chunk has one."""
+    path = progress_path(lab_root, index)
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)
+        path.parent.rmdir()  # fails while another chunk's file is there: kept
+
+
 class ProgressFile:
     """A chunk's epoch callbacks (those of :class:`~rulelab.train.runner.EpochProgress`),
     written to ``path`` for the driver and ``rulelab status`` to read."""
@@ -120,14 +128,12 @@ class RemoteProgress:
         self.running: dict[int, tuple[EpochProgress, list]] = {}  # index → (callbacks, seen)
 
     def started(self, spec) -> None:
-        path = progress_path(self.lab_root, spec.index)
-        path.unlink(missing_ok=True)  # an earlier sweep's chunk of the same index
+        remove_progress(self.lab_root, spec.index)  # an earlier sweep's chunk of this index
         self.running[spec.index] = (self.callbacks(spec), [None, None])
 
     def ended(self, spec) -> None:
         self.running.pop(spec.index, None)
-        with contextlib.suppress(OSError):
-            progress_path(self.lab_root, spec.index).unlink(missing_ok=True)
+        remove_progress(self.lab_root, spec.index)
 
     def poll(self) -> None:
         """Replay what changed in the running chunks' files since the last poll."""
