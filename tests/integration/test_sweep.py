@@ -21,7 +21,7 @@ from rich.console import Console
 from labs import TINY, cli, env, metrics, n_checkpoints, registry, statuses, sweep, write
 from rulelab.store import Lab
 from rulelab.sweep import LocalExecutor, load_recipe, run_sweep
-from rulelab.sweep.progress import RichSweepProgress
+from rulelab.sweep.progress import RichSweepProgress, SweepProgress
 from rulelab.sweep.status import lab_status
 
 KILL = f"""\
@@ -82,6 +82,27 @@ def test_sweep_killed_at_several_points_then_resumed_equals_uninterrupted(tmp_pa
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     ra, rb = registry(whole), registry(killed)
     assert ra == rb and {s for s, _, _ in ra.values()} == {"done"}
+
+
+def test_runs_a_killed_sweep_left_running_are_pending_until_their_chunk_starts(tmp_path):
+    """Before, a resumed sweep's status counted every run a killed sweep had left 'running'
+    as running, beside those that really ran."""
+    recipe = load_recipe(write(tmp_path, "healthy", FAULTY.replace("RATIOS", "[0.5, 0.9]")))
+    lab = Lab(tmp_path / "lab", create=True)
+    ids = [c.run_id for c in recipe.configs()]
+    lab.register([(c.run_id, c.flat()) for c in recipe.configs()], recipe.experiment)
+    lab.mark_running(ids, "cpu")  # as a sweep killed mid-chunk leaves them
+    seen = []
+
+    class Watch(SweepProgress):
+        def chunk_started(self, spec) -> None:
+            seen.append(sorted(lab.statuses(ids).values()))
+
+    settings = recipe.execution.merged(max_members=2)
+    result = run_sweep(recipe, lab, settings, LocalExecutor(), Watch())
+    assert result.done == 4
+    assert seen == [["pending", "pending", "running", "running"],
+                    ["done", "done", "running", "running"]]
 
 
 def test_a_failing_member_is_recorded_and_its_chunk_and_sweep_go_on(tmp_path):

@@ -151,6 +151,10 @@ class Lab:
             run_ids, status="running", device=device, code_version=code_version(), error=None
         )
 
+    def mark_pending(self, run_ids: list[str]) -> None:
+        """Set status ``pending`` (runs a killed sweep left ``running``); the error is kept."""
+        self._registry.update(run_ids, status="pending")
+
     def mark_done(self, run_id: str, summary: dict) -> None:
         self._registry.update([run_id], status="done", summary_json=to_json(summary), error=None)
 

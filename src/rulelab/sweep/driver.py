@@ -105,6 +105,11 @@ def run(recipe: Recipe, lab: Lab, settings: Settings, executor=None, progress=No
     check_checkpoints(lab, configs)
     with sweep_lock(lab, recipe.experiment, command):
         lab.register([(c.run_id, c.flat()) for c in configs], recipe.experiment)
+        # Runs a killed sweep left 'running': under the lock nothing runs them, so they are
+        # pending until their chunk starts (`rulelab status` counts what really runs).
+        statuses = lab.statuses([c.run_id for c in configs])
+        if stale := [rid for rid, s in statuses.items() if s == "running"]:
+            lab.mark_pending(stale)
         plan = make_plan(recipe, lab, settings, interleave_seeds=interleave_seeds)
         if on_start:
             on_start(plan)
