@@ -30,8 +30,8 @@ from rulelab.settings import Settings
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.trainer import MPSPTrainer
 
-CPU = os.environ.get("DEVICE", "cuda") == "cpu"
 DEVICE = os.environ.get("DEVICE", "cuda")
+CPU = DEVICE == "cpu"
 MEMBERS = [int(e) for e in os.environ.get("MEMBERS", "2" if CPU else "2 64").split()]
 N_TRAIN = int(os.environ.get("N_TRAIN", 512 if CPU else 16384))
 EPOCHS = int(os.environ.get("EPOCHS", 2 if CPU else 20))

@@ -120,8 +120,10 @@ class RayExecutor:
         task = ray.remote(num_cpus=self.cpus_per_chunk, num_gpus=self.gpus_per_chunk,
                           max_retries=self.max_retries, retry_exceptions=False)(run_chunk_plain)
         task = task.options(name="rulelab-chunk")
+        if not queue:
+            return
         capacity, running = self.capacity(ray), {}
-        live = RemoteProgress(queue[0].lab, events.chunk_progress) if queue else None
+        live = RemoteProgress(queue[0].lab, events.chunk_progress)
         while queue or running:
             while queue and len(running) < capacity:
                 spec = queue.pop(0)

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
 from rich.console import Console
 from rich.progress import (
@@ -51,25 +51,33 @@ class SweepProgress:
         return EpochCallbacks()
 
 
+class _Live(NamedTuple):
+    """A running chunk's last evaluation."""
+
+    member_epochs: int
+    cost: float  # the estimated seconds of those member-epochs
+    generalized: int
+    failed: int
+    at_epoch: str  # "epoch 120/15000"
+
+
 class SweepCounts(SweepProgress):
-    """What the driver reported so far; :meth:`show` draws it (subclasses)."""
+    """What the driver reported so far; :meth:`show` draws it (subclasses). The totals are
+    the finished chunks' plus the last report of each running chunk (several run at once on
+    Ray)."""
 
     def __init__(self) -> None:
         self.experiment = ""
-        self.done = self.generalized = self.failed = self.finished_chunks = 0
+        self.done = self.generalized = self.failed = 0
         self.base = 0  # member-epochs of finished chunks
-        self.completed = self.total = 0  # member-epochs, finished chunks and running ones
-        self.live_gen = self.live_fail = 0  # of the running chunks
-        self.chunk = ""  # "chunk 5/40 2L·2H × 60 epoch 120/15000" while one runs
+        self.total = 0
         self.started_chunks = 0
         self.running_chunks: dict[int, str] = {}  # index → "5/40 2L·2H × 60", in start order
-        # chunk index → (member-epochs done, their estimated cost, generalized, failed,
-        # "epoch 120/15000"), for each running chunk that reported
-        self.live: dict[int, tuple[int, float, int, int, str]] = {}
+        self.live: dict[int, _Live] = {}  # index → its last report, for those that reported
         self.n_runs = self.n_chunks = 0
         self.chunk_work: dict[int, int] = {}
         self.chunk_cost: dict[int, float] = {}  # estimated seconds of each chunk (relative)
-        self.cost_base = self.cost_done = 0.0  # of finished chunks; and with the running one
+        self.cost_base = 0.0  # of finished chunks
         self.cost_total = 1.0
 
     def begin(self, plan) -> None:
@@ -83,6 +91,24 @@ class SweepCounts(SweepProgress):
         self.cost_total = sum(self.chunk_cost.values()) or 1.0
 
     @property
+    def completed(self) -> int:
+        """Member-epochs of finished chunks and running ones."""
+        return self.base + sum(v.member_epochs for v in self.live.values())
+
+    @property
+    def cost_done(self) -> float:
+        return self.cost_base + sum(v.cost for v in self.live.values())
+
+    @property
+    def chunk(self) -> str:
+        """``chunk 5/40 2L·2H × 60 epoch 120/15000`` while one runs (``chunks …, …`` for
+        several), else empty."""
+        parts = [f"{name} {self.live[i].at_epoch if i in self.live else ''}".strip()
+                 for i, name in self.running_chunks.items()]
+        return (f"chunk {parts[0]}" if len(parts) == 1
+                else f"chunks {', '.join(parts)}" if parts else "")
+
+    @property
     def share(self) -> float:
         """The estimated share of the sweep's time done (0–1)."""
         return min(self.cost_done / self.cost_total, 1.0)
@@ -90,7 +116,6 @@ class SweepCounts(SweepProgress):
     def chunk_started(self, spec) -> None:
         self.started_chunks += 1
         self.running_chunks[spec.index] = f"{self.started_chunks}/{self.n_chunks} {spec.label}"
-        self._fold()
         self.show()
 
     def epoch_callbacks(self, spec) -> EpochCallbacks:
@@ -102,8 +127,7 @@ class SweepCounts(SweepProgress):
         work = self.chunk_work.get(spec.index, 0)
         done = min(member_epochs, work)
         cost = self.chunk_cost.get(spec.index, 0.0) * done / max(work, 1)
-        self.live[spec.index] = (done, cost, n_generalized, n_failed, at_epoch)
-        self._fold()
+        self.live[spec.index] = _Live(done, cost, n_generalized, n_failed, at_epoch)
         self.show()
 
     def chunk_finished(self, spec, outcomes) -> None:
@@ -113,24 +137,11 @@ class SweepCounts(SweepProgress):
                 self.generalized += bool(o.summary.get("generalized"))
             else:
                 self.failed += 1
-        self.finished_chunks += 1
         self.base += self.chunk_work.get(spec.index, 0)
         self.cost_base += self.chunk_cost.get(spec.index, 0.0)
         self.running_chunks.pop(spec.index, None)
         self.live.pop(spec.index, None)
-        self._fold()
         self.show()
-
-    def _fold(self) -> None:
-        """The totals: finished chunks plus what each running chunk reported so far."""
-        live = self.live.values()
-        self.completed = self.base + sum(v[0] for v in live)
-        self.cost_done = self.cost_base + sum(v[1] for v in live)
-        self.live_gen, self.live_fail = sum(v[2] for v in live), sum(v[3] for v in live)
-        parts = [f"{name} {self.live[i][4] if i in self.live else ''}".strip()
-                 for i, name in self.running_chunks.items()]
-        self.chunk = (f"chunk {parts[0]}" if len(parts) == 1
-                      else f"chunks {', '.join(parts)}" if parts else "")
 
     def show(self) -> None: ...
 
@@ -140,11 +151,11 @@ class SweepCounts(SweepProgress):
 
     @property
     def n_generalized(self) -> int:
-        return self.generalized + self.live_gen
+        return self.generalized + sum(v.generalized for v in self.live.values())
 
     @property
     def n_failed(self) -> int:
-        return self.failed + self.live_fail
+        return self.failed + sum(v.failed for v in self.live.values())
 
 
 class RichSweepProgress(SweepCounts):
