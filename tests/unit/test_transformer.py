@@ -70,3 +70,38 @@ def test_member_init_depends_only_on_its_seed():
     for (n, p), (_, q) in zip(big.named_parameters(), alone.named_parameters(), strict=True):
         assert torch.equal(p[1], q[0]), n
     assert not torch.equal(big.W_E[0], big.W_E[1])
+
+
+@pytest.mark.parametrize("n_query", [1, 3])
+def test_head_matmul_backward_is_bitwise_bmm(n_query):
+    """One query row takes the elementwise outer-product backward: bitwise the matmul's own."""
+    from rulelab.models.components import head_matmul
+
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(64, 2, n_query, 32, generator=g) * torch.rand(64, 2, n_query, 32, generator=g)
+    k = torch.randn(64, 2, 11, 32, generator=g) * 1e3  # b as attention passes it: kᵀ, a view
+    w = torch.randn(64, 2, n_query, 11, generator=g)
+    grads = []
+    for fn in (head_matmul, torch.matmul):
+        a_, k_ = a.clone().requires_grad_(), k.clone().requires_grad_()
+        out = fn(a_, k_.transpose(-1, -2))
+        (out * w).sum().backward()
+        grads.append((out.detach(), a_.grad, k_.grad))
+    for mine, ref in zip(*grads, strict=True):
+        assert torch.equal(mine, ref)
+
+
+def test_cls_only_gradients_match_the_full_path():
+    """The training path (last block for the CLS query only) has the full model's gradients."""
+    cfg = MPSPRunConfig(layers=2, heads=2, seq_len=6, vocab=10, d_model=16, d_mlp=24)
+    model = EnsembleTransformer(cfg, 2).init_weights([1, 2])
+    x = torch.randint(0, cfg.vocab, (2, 9, cfg.seq_len))
+    grads = []
+    for cached in (False, True):  # run_with_cache runs every position (hooks on)
+        model.zero_grad()
+        logits = model.run_with_cache(x)[0] if cached else model(x)
+        logits.square().sum().backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+    assert grads[0]["blocks.1.attn.W_K"].abs().sum() > 0  # the one-row backward carried a signal
+    for n in grads[0]:
+        torch.testing.assert_close(grads[0][n], grads[1][n], rtol=1e-4, atol=1e-6, msg=n)
