@@ -31,11 +31,12 @@ lint: setup-test
 
 # Benchmarks (DESIGN §6, issue 13), on an idle machine: the machine first (CPU, extensions,
 # measured peaks), then every ratio — rulelab vs a naive loop in-process (fp32, bf16 where
-# native), the whole command vs a plain script, study M's ensemble vs single runs and its
-# roofline, tracking overhead.
+# native), where a step's time goes, the whole command vs a plain script and vs its training
+# alone, study M's ensemble vs single runs and its roofline, tracking overhead.
 bench: setup
 	$(BIN)/python bench/machine.py
 	$(BIN)/python bench/train_throughput.py
+	$(BIN)/python bench/step_parts.py
 	$(BIN)/python bench/command_throughput.py
 	$(BIN)/python bench/modular_throughput.py
 	$(BIN)/python bench/tracking_overhead.py --epochs 100 --seeds 4 --reps 1
