@@ -61,25 +61,36 @@ class BatchedAdamW(BatchedOptimizer):
         l2 = None if self.decoupled or not bool((wd != 0).any()) else wd.to(dev)
         # An inactive member gets zero moment weights: its exp_avg / exp_avg_sq stay unchanged.
         on = self.active.to(torch.float64)
-        one_minus_b1, b2_dev = ((1 - b1) * on).to(dev), torch.where(self.active, b2, 1.0).to(dev)
-        one_minus_b2, eps = ((1 - b2) * on).to(dev), self.eps.to(dev)
+        factors = {  # each [E], float64
+            "step_size": step_size, "bias2_sqrt": bias2_sqrt, "decay": decay, "l2": l2,
+            "one_minus_b1": ((1 - b1) * on).to(dev),
+            "b2": torch.where(self.active, b2, 1.0).to(dev),
+            "one_minus_b2": ((1 - b2) * on).to(dev), "eps": self.eps.to(dev),
+        }
+        # Each factor cast to the parameters' dtype and shaped [E, 1, …] once per step, not once
+        # per parameter: a step of a small ensemble is dozens of tiny casts otherwise (the same
+        # values either way). Keyed by (dtype, ndim).
+        shaped: dict[tuple[torch.dtype, int], dict[str, torch.Tensor | None]] = {}
         frozen = not bool(self.active.all())
         active = self.active.to(dev)
         for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
             if p.grad is None:
                 continue
-            shape = (-1,) + (1,) * (p.dim() - 1)
+            key = (p.dtype, p.dim())
+            if key not in shaped:
+                shape = (-1,) + (1,) * (p.dim() - 1)
+                shaped[key] = {k: None if f is None else f.view(shape).to(p.dtype)
+                               for k, f in factors.items()}
+            f = shaped[key]
             g = p.grad
-            if l2 is not None:  # Adam (torch.optim.Adam): g + wd * p
-                g = g.add(p * l2.view(shape).to(p.dtype))
+            if f["l2"] is not None:  # Adam (torch.optim.Adam): g + wd * p
+                g = g.add(p * f["l2"])
             if frozen:  # a frozen member's NaN gradient must not reach its state
-                g = torch.where(active.view(shape), g, 0.0)
-            if decay is not None:
-                p.mul_(decay.view(shape).to(p.dtype))
-            m.lerp_(g, one_minus_b1.view(shape).to(p.dtype))
-            v.mul_(b2_dev.view(shape).to(p.dtype)).addcmul_(
-                g, g * one_minus_b2.view(shape).to(p.dtype)
-            )
-            denom = v.sqrt().div_(bias2_sqrt.view(shape).to(p.dtype))
-            denom.add_(eps.view(shape).to(p.dtype))
-            p.addcdiv_(m * step_size.view(shape).to(p.dtype), denom, value=-1.0)
+                g = torch.where(active.view((-1,) + (1,) * (p.dim() - 1)), g, 0.0)
+            if f["decay"] is not None:
+                p.mul_(f["decay"])
+            m.lerp_(g, f["one_minus_b1"])
+            v.mul_(f["b2"]).addcmul_(g, g * f["one_minus_b2"])
+            denom = v.sqrt().div_(f["bias2_sqrt"])
+            denom.add_(f["eps"])
+            p.addcdiv_(m * f["step_size"], denom, value=-1.0)
