@@ -13,6 +13,7 @@ the table.
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import torch
@@ -41,7 +42,7 @@ def median_ms(step, n: int = 15) -> float:
         t = time.perf_counter()
         step()
         times.append(time.perf_counter() - t)
-    return sorted(times)[n // 2] * 1e3
+    return statistics.median(times) * 1e3
 
 
 def main() -> None:
@@ -77,7 +78,7 @@ def main() -> None:
     print(f"one micro-batch ({E} members × {B} examples), forward + backward, "
           f"{torch.get_num_threads()} threads")
     for name, t in times.items():
-        print(f"{name:<40} {sorted(t)[1]:7.1f} ms")
+        print(f"{name:<40} {statistics.median(t):7.1f} ms")
 
 
 if __name__ == "__main__":

@@ -85,6 +85,8 @@ def test_head_matmul_backward_is_bitwise_bmm(n_query):
     for fn in (head_matmul, torch.matmul):
         a_, k_ = a.clone().requires_grad_(), k.clone().requires_grad_()
         out = fn(a_, k_.transpose(-1, -2))
+        if fn is head_matmul:  # one row: the broadcast backward, else the matmul's own
+            assert ("_RowBmm" in out.grad_fn.next_functions[0][0].name()) == (n_query == 1)
         (out * w).sum().backward()
         grads.append((out.detach(), a_.grad, k_.grad))
     for mine, ref in zip(*grads, strict=True):

@@ -80,13 +80,13 @@ class BatchedAdamW(BatchedOptimizer):
             if key not in shaped:
                 shape = (-1,) + (1,) * (p.dim() - 1)
                 shaped[key] = {k: None if f is None else f.view(shape).to(p.dtype)
-                               for k, f in factors.items()}
+                               for k, f in factors.items()} | {"active": active.view(shape)}
             f = shaped[key]
             g = p.grad
             if f["l2"] is not None:  # Adam (torch.optim.Adam): g + wd * p
                 g = g.add(p * f["l2"])
             if frozen:  # a frozen member's NaN gradient must not reach its state
-                g = torch.where(active.view((-1,) + (1,) * (p.dim() - 1)), g, 0.0)
+                g = torch.where(f["active"], g, 0.0)
             if f["decay"] is not None:
                 p.mul_(f["decay"])
             m.lerp_(g, f["one_minus_b1"])

@@ -90,14 +90,18 @@ class SweepCounts(SweepProgress):
                            for c in plan.chunks}
         self.cost_total = sum(self.chunk_cost.values()) or 1.0
 
+    def _reported(self, field: str) -> float:
+        """One field of the running chunks' last reports, summed."""
+        return sum(getattr(v, field) for v in self.live.values())
+
     @property
     def completed(self) -> int:
         """Member-epochs of finished chunks and running ones."""
-        return self.base + sum(v.member_epochs for v in self.live.values())
+        return self.base + self._reported("member_epochs")
 
     @property
     def cost_done(self) -> float:
-        return self.cost_base + sum(v.cost for v in self.live.values())
+        return self.cost_base + self._reported("cost")
 
     @property
     def chunk(self) -> str:
@@ -151,11 +155,11 @@ class SweepCounts(SweepProgress):
 
     @property
     def n_generalized(self) -> int:
-        return self.generalized + sum(v.generalized for v in self.live.values())
+        return self.generalized + self._reported("generalized")
 
     @property
     def n_failed(self) -> int:
-        return self.failed + sum(v.failed for v in self.live.values())
+        return self.failed + self._reported("failed")
 
 
 class RichSweepProgress(SweepCounts):
