@@ -120,6 +120,23 @@ class Claim:
     name: str  # short id, e.g. "S1"; the figure's file stem
     title: str  # the claim in words, as the paper states it
     read: str  # "module:function"
+    # Names of the study's invariants (:class:`Invariant`) the claim depends on: at a scale
+    # that breaks one of them the claim reads "not testable at this scale", whatever its rates.
+    needs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Invariant:
+    """One quantity a smaller scale must keep for a claim read there to be a fair test of the
+    paper's (issue 20): e.g. parameters per training example, or the AdamW weight-decay time
+    constants lr·wd·steps. A study computes them per scale from the configs its lab ran."""
+
+    name: str  # short id a claim's ``needs`` names, e.g. "params_per_example"
+    label: str  # what it is, in words
+    value: str  # this scale's value, formatted (a range where the lab's runs differ)
+    paper: str  # the paper's value, formatted
+    allowed: str  # the range a fair scale keeps, in words, e.g. "3–6.5"
+    kept: bool  # whether this scale keeps it
 
 
 @dataclass(frozen=True)
@@ -138,6 +155,9 @@ class Study:
     reproduce: str  # "module:function": reproduce(r: Reproduction) -> Path of the report
     analyses: tuple[Analysis, ...] = ()
     claims: tuple[Claim, ...] = ()  # headline claims for `rulelab scale-map NAME`
+    # "module:function": invariants(runs: DataFrame) -> tuple[Invariant, ...], a scale's
+    # invariants from the configs of the runs its lab holds (issue 20); None: none declared
+    invariants: str | None = None
 
     def scales(self) -> list[str]:
         """The recipe names in :attr:`recipes` (``quick``, ``paper``, …), sorted."""

@@ -17,6 +17,7 @@ from rulelab.report.scale_map import (
     ABSENT,
     DIRECTION,
     NOT_READ,
+    NOT_TESTABLE,
     SHOWS,
     claim_sentence,
     open_scales,
@@ -33,14 +34,22 @@ S = study("shortcut-saturation")
 M = study("coexistence")
 
 
-def s_lab(root, scale: str, cells: dict) -> None:
+# A setting that keeps the paper's invariants (the ladder's first rung: 5.7 parameters per
+# example for 2L, lr·wd·steps 1.5, lr·steps 15, full batch, the paper's task), and a toy one
+# that breaks all of them (the quick preset's kind).
+FAITHFUL = dict(seq_len=10, vocab=64, n_train=2048, n_eval=32, d_model=24, d_mlp=48,
+                epochs=15000)
+TOY = dict(seq_len=6, vocab=8, n_train=64, n_eval=32, epochs=10)
+
+
+def s_lab(root, scale: str, cells: dict, setting: dict = FAITHFUL) -> None:
     """A study-S lab at ``root/shortcut-saturation-<scale>``: ``cells`` maps (layers, ratio,
-    weight_decay) → list of (generalized, transient) per seed."""
+    weight_decay) → list of (generalized, transient) per seed; configs at ``setting``."""
     lab = Lab(root / f"shortcut-saturation-{scale}", create=True)
     for (layers, ratio, wd), seeds in cells.items():
         for seed, (gen, transient) in enumerate(seeds):
             c = MPSPRunConfig(layers=layers, heads=2, ratio=ratio, weight_decay=wd, seed=seed,
-                              seq_len=6, vocab=8, n_train=64, n_eval=32, epochs=10)
+                              **setting)
             lab.register([(c.run_id, c.flat())], f"shortcut-saturation-{scale}")
             lab.mark_done(c.run_id, {"generalized": gen, "adv_generalized": gen,
                                      "transient": transient, "max_adv_acc": 1.0 if gen else 0.5})
@@ -61,9 +70,56 @@ def read(st, root) -> dict:
 
 
 def test_scales_sort_smallest_first_with_named_variants_after_their_base():
-    names = ["paper", "medium-s5s6", "quick", "variants", "medium", "tiny"]
-    assert sorted(names, key=scale_key) == ["tiny", "quick", "medium", "medium-s5s6", "paper",
+    names = ["paper", "medium-s5s6", "quick", "variants", "medium", "tiny", "ladder-16k",
+             "ladder-2k", "ladder-4k"]
+    assert sorted(names, key=scale_key) == ["tiny", "quick", "medium", "medium-s5s6",
+                                           "ladder-2k", "ladder-4k", "ladder-16k", "paper",
                                            "variants"]
+
+
+def test_a_scale_that_breaks_an_invariant_reads_not_testable_with_its_rates(tmp_path):
+    """The same rates read 'does not show' at a faithful scale and 'not testable' at a toy one,
+    naming each broken invariant against the paper's value (issue 20)."""
+    s_lab(tmp_path, "quick", headline(2, 2, 0, 0), setting=TOY)
+    s_lab(tmp_path, "ladder-2k", headline(2, 2, 0, 0))
+    claim, reading = read(S, tmp_path)["S1"]
+    assert reading.scales["ladder-2k"].status == ABSENT
+    quick = reading.scales["quick"]
+    assert quick.status == NOT_TESTABLE
+    assert "2L: r=0.5 25% [7%, 59%] (2/8)" in quick.sentence  # the rates stay in the sentence
+    assert "would read 'does not show'" in quick.sentence
+    # 2L at d_model 64, d_mlp 128 on n = 6, V = 8: 68,226 parameters / 64 examples
+    assert "parameters per training example (2L) 1066.0 (fair 3–6.5, paper 4.4)" in \
+        quick.sentence
+    assert "AdamW weight-decay time lr·wd·steps 0.001 (fair ≥ 1, paper 1.5)" in quick.sentence
+    assert "Adam's optimization time lr·steps 0.01 (fair 7.5–30, paper 15)" in quick.sentence
+    assert "task (n, V, k, shortcut) n=6, V=8, k=2, max (paper n=10, V=64, k=2, max)" in \
+        quick.sentence
+    assert "full-batch" not in quick.sentence  # the one invariant it keeps
+    assert "not testable at this scale at quick" in claim_sentence(claim, reading)
+    assert "shows at no scale run here" in claim_sentence(claim, reading)
+
+
+def test_not_testable_everywhere_is_not_read_as_evidence_against_the_claim(tmp_path):
+    s_lab(tmp_path, "quick", headline(2, 2, 0, 0), setting=TOY)
+    claim, reading = read(S, tmp_path)["S1"]
+    assert "not tested: no scale run here keeps what it needs" in claim_sentence(claim, reading)
+    assert "shows at no scale" not in claim_sentence(claim, reading)
+
+
+def test_the_ladder_panel_draws_only_scales_that_keep_the_invariants(tmp_path):
+    s_lab(tmp_path, "quick", headline(2, 2, 0, 0), setting=TOY)
+    s_lab(tmp_path, "ladder-2k", headline(0, 3, 2, 0))
+    s_lab(tmp_path, "ladder-4k", headline(0, 6, 1, 0), setting={**FAITHFUL, "n_train": 4096,
+                                                                "d_model": 32, "d_mlp": 64})
+    _, reading = read(S, tmp_path)["S1"]
+    ladder = reading.figure.axes[-1]
+    bars = {c.get_label(): c.lines[0] for c in ladder.containers}
+    assert list(bars["2L r=0.9"].get_xdata()) == [2048, 4096]  # quick (toy) is not drawn
+    assert list(bars["2L r=0.9"].get_ydata()) == [3 / 8, 6 / 8]
+    assert list(bars["1L r=0.5"].get_ydata()) == [2 / 8, 1 / 8]
+    stars = {ln.get_label(): ln for ln in ladder.get_lines()}
+    assert list(stars["paper 2L r=0.9: 77%"].get_xdata()) == [16384]
 
 
 def test_s1_appears_at_the_scale_whose_rates_show_it_and_not_where_they_do_not(tmp_path):
@@ -182,6 +238,10 @@ def test_the_page_and_one_png_per_claim_are_written(tmp_path):
     out = write_scale_map(tmp_path / "out" / "map.html", S, scales, read_claims(S, scales))
     text = out.read_text()
     assert "appears at the medium scale" in text and text.count("data:image/png") == 3
+    # the invariants table: the paper's value, the fair range, this scale's value and a mark
+    assert "<td>parameters per training example (2L)</td><td>4.4</td><td>3–6.5</td>" \
+        "<td>5.7 ✓</td>" in text
+    assert "<td>AdamW weight-decay time lr·wd·steps</td><td>1.5</td><td>≥ 1</td><td>1.5 ✓" in text
     assert sorted(p.name for p in out.parent.glob("*.png")) == ["map-S1.png", "map-S5.png",
                                                                "map-S6.png"]
 

@@ -8,11 +8,18 @@ what each claim reads: one figure with the reading at every scale, with its inte
 one sentence per scale (:class:`ScaleReading`). :func:`claim_sentence` folds those into the one
 sentence per claim the user reads first: at which scale the claim appears, or that it does not
 at any scale run here. The module names no study: what a claim means is its study's code.
+
+A study may declare *invariants* (:class:`rulelab.study.Invariant`, issue 20): quantities a
+smaller scale must keep to be a fair copy of the paper (parameters per example, optimizer time
+constants, …), computed from the configs each lab ran. A claim read at a scale that breaks an
+invariant the claim ``needs`` reads :data:`NOT_TESTABLE`, never :data:`ABSENT`: a scale that
+could not have shown the effect is no evidence against it.
 """
 
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,18 +30,20 @@ from matplotlib.figure import Figure
 from rulelab.report.html import figure_html, page, write_page
 from rulelab.report.views import upgrade_by_task
 from rulelab.store import Lab, StoreError, load
-from rulelab.study import Claim, Study, resolve
+from rulelab.study import Claim, Invariant, Study, resolve
 
 # Scales in order of cost; a recipe name outside the ladder (variants, medium-s5s6) sorts
-# after its ladder prefix ("medium-s5s6" after "medium"), then by name.
-LADDER = ("tiny", "quick", "medium", "paper")
+# after its ladder prefix ("medium-s5s6" after "medium"), then by name, numbers by value
+# ("ladder-2k" before "ladder-16k").
+LADDER = ("tiny", "quick", "medium", "ladder", "paper")
 
 # What a claim can read at one scale.
 SHOWS = "shows"  # in the paper's direction, beyond the intervals
 DIRECTION = "direction only"  # in the paper's direction, but within the intervals
 ABSENT = "does not show"
+NOT_TESTABLE = "not testable at this scale"  # the scale breaks an invariant the claim needs
 NOT_READ = "not read"  # the lab lacks the cells (or the analysis) the claim needs
-STATUSES = (SHOWS, DIRECTION, ABSENT, NOT_READ)
+STATUSES = (SHOWS, DIRECTION, ABSENT, NOT_TESTABLE, NOT_READ)
 
 
 @dataclass(frozen=True)
@@ -72,9 +81,11 @@ class ClaimReading:
     scales: Mapping[str, ScaleReading]
 
 
-def scale_key(scale: str) -> tuple[int, str]:
+def scale_key(scale: str) -> tuple:
     base = scale.split("-")[0]
-    return (LADDER.index(base) if base in LADDER else len(LADDER), scale)
+    natural = tuple((0, int(p), "") if p.isdigit() else (1, 0, p)
+                    for p in re.split(r"(\d+)", scale) if p)
+    return (LADDER.index(base) if base in LADDER else len(LADDER), natural)
 
 
 def lab_path(labs: Path, study: Study, scale: str) -> Path:
@@ -107,9 +118,47 @@ def open_scales(study: Study, labs: Path) -> dict[str, ScaleLab]:
     return out
 
 
+def scale_invariants(study: Study, scales: Mapping[str, ScaleLab]
+                     ) -> dict[str, tuple[Invariant, ...]]:
+    """Each scale's invariants (empty where the study declares none)."""
+    if not study.invariants:
+        return {s: () for s in scales}
+    compute = resolve(study.invariants)
+    return {s: tuple(compute(lab.runs)) for s, lab in scales.items()}
+
+
+def broken_text(broken: list[Invariant]) -> str:
+    """``"parameters per training example (2L) 34 (fair 3–6.5, paper 4.4); …"``."""
+    return "; ".join(f"{i.label} {i.value} ("
+                     + (f"fair {i.allowed}, " if i.allowed not in ("same", i.paper) else "")
+                     + f"paper {i.paper})" for i in broken)
+
+
+def gate(claim: Claim, reading: ClaimReading,
+         invariants: Mapping[str, tuple[Invariant, ...]]) -> ClaimReading:
+    """``reading`` with every scale that breaks an invariant ``claim`` needs marked
+    :data:`NOT_TESTABLE` (its rates still in the sentence); a reading that could not be made
+    (:data:`NOT_READ`) stays so, with the broken invariants named."""
+    out = {}
+    for scale, r in reading.scales.items():
+        broken = [i for i in invariants.get(scale, ()) if i.name in claim.needs and not i.kept]
+        if not broken:
+            out[scale] = r
+        elif r.status == NOT_READ:
+            out[scale] = ScaleReading(NOT_READ, f"{r.sentence}; and the scale breaks "
+                                      f"{broken_text(broken)}")
+        else:
+            out[scale] = ScaleReading(NOT_TESTABLE, f"{r.sentence} — the rates would read "
+                                      f"'{r.status}', but the scale breaks what the claim "
+                                      f"needs: {broken_text(broken)}")
+    return ClaimReading(reading.figure, out)
+
+
 def read_claims(study: Study, scales: Mapping[str, ScaleLab]) -> list[tuple[Claim, ClaimReading]]:
-    """Every claim of ``study`` read over ``scales``."""
-    return [(claim, resolve(claim.read)(dict(scales))) for claim in study.claims]
+    """Every claim of ``study`` read over ``scales``, gated by each scale's invariants."""
+    invariants = scale_invariants(study, scales)
+    return [(claim, gate(claim, resolve(claim.read)(dict(scales)), invariants))
+            for claim in study.claims]
 
 
 def claim_sentence(claim: Claim, reading: ClaimReading) -> str:
@@ -124,6 +173,8 @@ def claim_sentence(claim: Claim, reading: ClaimReading) -> str:
         head = f"appears at the {by_status[SHOWS][0]} scale"
     elif not reading.scales:
         head = "no lab of this study to read"
+    elif not {DIRECTION, ABSENT} & set(by_status):
+        head = "not tested: no scale run here keeps what it needs, or holds its cells"
     else:
         head = "shows at no scale run here"
     detail = f" ({'; '.join(parts)})" if parts else ""
@@ -138,6 +189,8 @@ def scale_map_html(study: Study, scales: Mapping[str, ScaleLab],
     labs = "".join(f"<li><b>{html.escape(s)}</b>: <code>{html.escape(str(lab.path))}</code> "
                    f"({len(lab.runs)} runs)</li>" for s, lab in scales.items())
     parts.append(f"<p>Labs read:</p><ul>{labs or '<li>none</li>'}</ul>")
+    parts.append(_status_table(scales, read))
+    parts.append(_invariant_table(scale_invariants(study, scales)))
     for claim, reading in read:
         parts.append(f"<h2>{html.escape(claim.name)}: {html.escape(claim.title)}</h2>")
         parts.append(f"<p><b>{html.escape(claim_sentence(claim, reading))}</b></p>")
@@ -147,6 +200,38 @@ def scale_map_html(study: Study, scales: Mapping[str, ScaleLab],
         parts.append(f"<ul>{rows}</ul>")
         parts.append(figure_html(reading.figure, f"{claim.name}: {claim.title}"))
     return page(f"{study.title} — scale map", parts)
+
+
+def _status_table(scales: Mapping[str, ScaleLab],
+                  read: list[tuple[Claim, ClaimReading]]) -> str:
+    """Claims × scales: what each claim reads at each scale."""
+    head = "".join(f"<th>{html.escape(s)}</th>" for s in scales)
+    rows = "".join(
+        f"<tr><td><b>{html.escape(c.name)}</b></td>" + "".join(
+            f"<td>{html.escape(r.scales[s].status) if s in r.scales else ''}</td>"
+            for s in scales) + "</tr>" for c, r in read)
+    return (f"<table><tr><th>claim</th>{head}</tr>{rows}</table>" if read else "")
+
+
+def _invariant_table(invariants: Mapping[str, tuple[Invariant, ...]]) -> str:
+    """Invariants × scales beside the paper's value and the range a fair scale keeps."""
+    first = next((v for v in invariants.values() if v), ())
+    if not first:
+        return ""
+    head = "".join(f"<th>{html.escape(s)}</th>" for s in invariants)
+    rows = []
+    for k, inv in enumerate(first):
+        cells = []
+        for values in invariants.values():
+            i = values[k] if k < len(values) else None
+            cells.append("<td></td>" if i is None else
+                         f"<td>{html.escape(i.value)} {'✓' if i.kept else '✗'}</td>")
+        rows.append(f"<tr><td>{html.escape(inv.label)}</td><td>{html.escape(inv.paper)}</td>"
+                    f"<td>{html.escape(inv.allowed)}</td>{''.join(cells)}</tr>")
+    return ("<p>What each scale keeps of the paper's setting (✗: broken; a claim that needs it "
+            "reads “not testable at this scale” there):</p>"
+            f"<table><tr><th>invariant</th><th>paper</th><th>fair</th>{head}</tr>"
+            f"{''.join(rows)}</table>")
 
 
 def write_scale_map(out: Path, study: Study, scales: Mapping[str, ScaleLab],

@@ -9,8 +9,11 @@ Everything particular to study S is in this package:
 - ``cost.py`` (the planner's estimate), ``tracking.py`` (analyses during training);
 - ``analysis/`` (gradients, ablation, twins, patching, circuits, phases: SPEC S.4) and
   ``commands.py`` (``rulelab analyze …``);
+- ``invariants.py`` (what a smaller scale keeps of the paper's: parameters per example,
+  optimizer time constants; the scale map's "not testable at this scale");
 - ``paper.py`` (the paper's setting and headline), ``views.py`` (rate-table columns, curves and
-  report figures), ``figures.py``, ``reproduce.py``; ``recipes/`` (quick, paper, variants).
+  report figures), ``figures.py``, ``reproduce.py``; ``recipes/`` (quick, medium, the ladder's rungs
+  ladder-2k/4k/8k, paper, variants).
 """
 
 from pathlib import Path
@@ -19,6 +22,7 @@ from rulelab.studies.shortcut_saturation.analyses import ANALYSES
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.cost import mpsp_cost
 from rulelab.studies.shortcut_saturation.dataset import DATA_FIELDS, check
+from rulelab.studies.shortcut_saturation.invariants import ALL as INVARIANTS
 from rulelab.study import Claim, DataCommand, Study, Task
 
 _HERE = "rulelab.studies.shortcut_saturation"
@@ -48,10 +52,13 @@ STUDY = Study(
     analyses=ANALYSES,
     claims=(  # read at every scale by `rulelab scale-map shortcut-saturation` (claims.py)
         Claim("S1", "depth × imbalance: from r = 0.5 to 0.9 the 2-layer rate rises (paper 0% → "
-              "77%) and the 1-layer rate falls (33% → 0%)", f"{_HERE}.claims:depth_imbalance"),
+              "77%) and the 1-layer rate falls (33% → 0%)", f"{_HERE}.claims:depth_imbalance",
+              needs=INVARIANTS),
         Claim("S5", "distance from chance: a ratio below chance promotes generalization as one "
-              "above does, and r = 1/k suppresses it", f"{_HERE}.claims:distance_from_chance"),
+              "above does, and r = 1/k suppresses it", f"{_HERE}.claims:distance_from_chance",
+              needs=INVARIANTS),
         Claim("S6", "weight decay 0.1 → 0.4: more seeds generalize only transiently",
-              f"{_HERE}.claims:weight_decay_transience"),
+              f"{_HERE}.claims:weight_decay_transience", needs=INVARIANTS),
     ),
+    invariants=f"{_HERE}.invariants:invariants",  # what a fair smaller scale keeps (issue 20)
 )

@@ -34,6 +34,7 @@ from rulelab.report.scale_map import (
     ClaimReading,
     ScaleReading,
 )
+from rulelab.studies.shortcut_saturation.invariants import PAPER_N, invariants
 from rulelab.studies.shortcut_saturation.paper import PAPER_S
 
 MARKERS = "osD^v<>"
@@ -128,16 +129,70 @@ def _rate_axes(fig, scales: dict, table_of, panels: list[tuple[str, int]], *, yl
 
 def depth_imbalance(scales: dict) -> ClaimReading:
     """S1: the 2L rate rises from r = 0.5 to 0.9 while the 1L rate falls (paper 0% → 77%,
-    33% → 0%), each beyond the 95% Wilson intervals."""
+    33% → 0%), each beyond the 95% Wilson intervals. The figure's last panel draws the four
+    headline rates against N along the ladder (issue 20): every scale that keeps the paper's
+    invariants, toward the paper's N."""
     def table_of(lab):
         return _rates(_cells(lab.runs), ["layers", "ratio"])
 
-    fig = new_figure(10, 4.2)
-    _rate_axes(fig, scales, table_of, [("1 layer", 1), ("2 layers", 2)],
-               ylabel="seeds generalizing (val and adv 100%)", paper=PAPER_S)
-    fig.suptitle("S1 depth × imbalance at every scale — 95% Wilson intervals", fontsize=11)
+    fig = new_figure(10, 7.6)
+    top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1])
+    _rate_axes(top, scales, table_of, [("1 layer", 1), ("2 layers", 2)],
+               ylabel="seeds generalizing\n(val and adv 100%)", paper=PAPER_S)
+    top.suptitle("S1 depth × imbalance at every scale — 95% Wilson intervals", fontsize=11)
+    _ladder_axes(bottom.add_subplot(), scales, table_of)
     return ClaimReading(fig, {s: _read_s1(table_of(lab), _cells(lab.runs))
                               for s, lab in scales.items()})
+
+
+LADDER_LINES = ((2, 0.9, "C0", "-"), (2, 0.5, "C0", "--"), (1, 0.5, "C1", "-"),
+                (1, 0.9, "C1", "--"))
+
+
+def _ladder_axes(ax, scales: dict, table_of) -> None:
+    """The four headline rates against the training-set size N, one point per scale that keeps
+    every invariant (a fair, smaller copy of the paper) and holds one N, with the paper's
+    headline at N = 16,384 (stars)."""
+    points = []  # (N, scale, rate table)
+    for scale, lab in scales.items():
+        runs = _cells(lab.runs)
+        if runs.empty or "n_train" not in runs.columns or runs["n_train"].nunique() != 1:
+            continue
+        if all(i.kept for i in invariants(runs)):
+            points.append((int(runs["n_train"].iloc[0]), scale, table_of(lab)))
+    points.sort(key=lambda p: p[0])
+    for layers, ratio, color, ls in LADDER_LINES:
+        xs, ys, lo, hi = [], [], [], []
+        for n, _, t in points:
+            row = _at(t[t["layers"] == layers], ratio=ratio) if len(t) else None
+            if row is not None:
+                xs.append(n)
+                ys.append(row["rate"])
+                lo.append(row["rate"] - row["ci_low"])
+                hi.append(row["ci_high"] - row["rate"])
+        label = f"{layers}L r={ratio}"
+        if xs:
+            ax.errorbar(xs, ys, yerr=[lo, hi], color=color, ls=ls, marker="o", capsize=3,
+                        label=label)
+        paper = PAPER_S[f"{layers}L"][ratio]
+        ax.plot([PAPER_N], [paper], ls="none", marker="*", ms=12, color=color,
+                label=f"paper {label}: {paper:.0%}")
+    if not points:
+        ax.text(0.5, 0.55, "no scale here keeps the paper's invariants yet\n(the ladder: "
+                "rulelab sweep shortcut-saturation/ladder-2k …)", ha="center", va="center",
+                transform=ax.transAxes, color="0.4")
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(1024, 32768)
+    ax.set_xticks([2048, 4096, 8192, 16384], ["2,048", "4,096", "8,192", "16,384\n(paper)"])
+    ax.minorticks_off()
+    ax.set_ylim(-0.03, 1.03)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_xlabel("training examples N (width shrunk with N: 4–6 parameters per example)")
+    ax.set_ylabel("seeds generalizing")
+    ax.set_title("S1 along the ladder: scales that keep the paper's invariants — 95% Wilson "
+                 "intervals", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="upper left")
 
 
 def _read_s1(t: pd.DataFrame, runs: pd.DataFrame) -> ScaleReading:
