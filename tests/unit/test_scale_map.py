@@ -280,6 +280,8 @@ def test_the_command_prints_one_sentence_per_claim_and_writes_the_page(tmp_path,
     flat = " ".join(text.split())
     assert "S1 — depth × imbalance" in flat and "appears at the medium scale" in flat
     assert "quick [does not show]" in flat and "medium [shows]" in flat
+    assert "medium: parameters per training example (2L) 5.7 ✓; AdamW weight-decay time " \
+        "lr·wd·steps 1.5 ✓" in flat
     assert "S5 — distance from chance" in flat and "S6 — weight decay" in flat
     assert out.is_file() and (tmp_path / "map-S1.png").is_file()
 

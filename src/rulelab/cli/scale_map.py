@@ -27,7 +27,13 @@ def scale_map_cmd(
 ) -> None:
     """Each headline claim of a study at every scale you hold: one sentence per claim and a
     figure with the reading at each scale (95% Wilson intervals or seed ranges)."""
-    from rulelab.report.scale_map import claim_sentence, lab_path, open_scales, read_claims
+    from rulelab.report.scale_map import (
+        claim_sentence,
+        lab_path,
+        open_scales,
+        read_claims,
+        scale_invariants,
+    )
     from rulelab.report.terminal import console
     from rulelab.store import StoreError
     from rulelab.studies import studies
@@ -58,6 +64,13 @@ def scale_map_cmd(
     say(f"{the_study.title} — scale map", style="bold", markup=False, highlight=False)
     for scale, lab in scales.items():
         say(f"  {scale}: {lab.path} ({len(lab.runs)} runs)", markup=False, highlight=False)
+    invariants = scale_invariants(the_study, scales)
+    if any(invariants.values()):
+        say("\nwhat each scale keeps of the paper's setting (✗: a claim needing it reads "
+            "'not testable at this scale'):", markup=False, highlight=False)
+        for scale, held in invariants.items():
+            marks = "; ".join(f"{i.label} {i.value} {'✓' if i.kept else '✗'}" for i in held)
+            say(f"  {scale}: {marks}", markup=False, highlight=False)
     for claim, reading in read:
         say("")
         say(claim_sentence(claim, reading), style="bold", markup=False, highlight=False)
