@@ -140,6 +140,20 @@ class Invariant:
 
 
 @dataclass(frozen=True)
+class Calibration:
+    """A detector of the study checked against its null (``rulelab calibrate``, issue 21).
+
+    ``run(configs, n_sims, seed)`` gets the run configs of the lab or preset at hand (their
+    grid, seeds and evaluation sizes set the simulation) and returns one
+    :class:`rulelab.analysis.calibration.NullCheck`, or None where the configs hold nothing the
+    detector reads (e.g. no widths to find a dip in)."""
+
+    name: str  # the detector, e.g. "phase-2 onset"
+    reading: str  # what it calls, in the words the reports print
+    run: str  # "module:function"
+
+
+@dataclass(frozen=True)
 class Study:
     """A study: its tasks, recipes (``recipes/<scale>.yaml``), analyses and reproduction.
 
@@ -158,6 +172,7 @@ class Study:
     # "module:function": invariants(runs: DataFrame) -> tuple[Invariant, ...], a scale's
     # invariants from the configs of the runs its lab holds (issue 20); None: none declared
     invariants: str | None = None
+    calibrations: tuple[Calibration, ...] = ()  # detectors and their nulls (issue 21)
 
     def scales(self) -> list[str]:
         """The recipe names in :attr:`recipes` (``quick``, ``paper``, …), sorted."""

@@ -153,7 +153,8 @@ def _identity_case(eps, r, g_plus, direction):
 def test_identity_dominated_readings_on_constructed_vectors():
     """Analytic oracle (issue 8): g+ and g− built to satisfy g = r·g+ + (1−r)·g− with a chosen
     ‖g‖ = ε·r‖g+‖. The reported ε is that ε; amplification / (r/(1−r)) ∈ [1−ε, 1+ε] and
-    cos ∈ [−1, −1 + ε²/(2(1−ε)²)] (study S's analysis.identity); the flag is ε < EPS_IDENTITY.
+    cos ∈ [−1, −√(1 − ε²)] (study S's analysis.identity, issue 21's tight bound); the flag is
+    ε < EPS_IDENTITY.
     Fails on the pre-issue-8 metrics, which have no ``eps`` nor flag."""
     gen = torch.Generator().manual_seed(0)
     E, P = 400, 50
@@ -185,9 +186,11 @@ def test_identity_dominated_readings_on_constructed_vectors():
 
 
 def test_identity_threshold_documented_numbers():
+    """Issue 21: ε* = √0.19, where the tight bound −√(1 − ε²) reaches −0.9."""
     lo, hi, cos_max = identity_bounds(EPS_IDENTITY)
-    assert (lo, hi) == pytest.approx((0.75, 1.25)) and cos_max == pytest.approx(-0.9444, abs=1e-4)
-    assert identity_bounds(0.1)[2] == pytest.approx(-0.99383, abs=1e-5)
+    assert (lo, hi) == pytest.approx((0.56411, 1.43589), abs=1e-5)
+    assert cos_max == pytest.approx(-0.9, abs=1e-12)
+    assert identity_bounds(0.1)[2] == pytest.approx(-0.994987, abs=1e-6)
 
 
 def test_eps_against_an_independent_full_gradient(trainer):
@@ -206,6 +209,7 @@ def test_eps_against_an_independent_full_gradient(trainer):
                                             rel=1e-3)
             assert row.identity_dominated == (row.eps < EPS_IDENTITY)
     assert frame[frame.member == 3].eps.isna().all()  # r = 1: no anti group
+    assert frame[frame.member == 3].identity_dominated.isna().all()  # undefined, not False
 
 
 def _example_norms_by_hand(tr, e, mask, k):

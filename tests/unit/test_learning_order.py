@@ -5,6 +5,8 @@ The old code read only first crossings: it called the paper's MNIST pattern "cle
 dropped runs whose noisy accuracy never reached 50% from n. Every test here that reads a lead
 column (``lead_area``, ``first_lead``, ``n`` of the lead, …) fails on the old code, which had
 no such column (KeyError) and no :mod:`rulelab.studies.coexistence.analysis.early_lead`.
+The lead is tested against the lead at init (issue 21, item 4): the frozen-network, lead-gain
+and data-seed tests fail on the reading before it (``lead_area > 0``; every run a trial).
 """
 
 from __future__ import annotations
@@ -16,7 +18,19 @@ import pandas as pd
 import pytest
 
 from rulelab.analysis.stats import wilson
-from rulelab.studies.coexistence.analysis.order import order_display, order_summary, order_table
+from rulelab.studies.coexistence.analysis.lead_null import false_positive_rate, frozen_metrics
+from rulelab.studies.coexistence.analysis.order import (
+    lead_units,
+    lead_verdict,
+    order_display,
+    order_summary,
+    order_table,
+)
+from rulelab.studies.coexistence.analysis.subsets import (
+    digits_sizes,
+    modular_sizes,
+    subset_sizes,
+)
 
 
 def _frame(curves: dict[str, dict[str, list[float]]], metric: str = "acc") -> pd.DataFrame:
@@ -46,6 +60,12 @@ def test_mnist_pattern_is_noisy_first_early_and_clean_first_by_the_old_reading()
     # New reading over the paper's epoch 1: noisy leads.
     assert r["first_step"] == 1 and r["first_lead"] == pytest.approx(0.1087 - 0.0286)
     assert r["lead_area"] == pytest.approx((0 + 0.0801) / 2)  # trapezoid over [0, 1], / T = 1
+    # Against the lead at init (0 here): scikit-learn's digits, 1,438 train images, 72 noisy.
+    # At step 1 the pooled accuracy is q = (72·10.87% + 1366·2.86%)/1438 = 3.26%; at most
+    # q + 10% of the examples changed, so the gain's SE is ≤ √(0.1326·1438/1437·(1/72 +
+    # 1/1366)) = 4.40 points there and 0 at init: 2.20 over the window; 4.0 > 1.645 × 2.2.
+    assert r["lead_gain"] == pytest.approx(0.04005)
+    assert r["lead_se"] == pytest.approx(0.02202, abs=1e-5)
     assert r["noisy_leads"] is True or r["noisy_leads"] == 1
     assert r["lead_until"] == 1  # clean leads from epoch 2 on
     summary = order_summary(order.reset_index())
@@ -71,7 +91,9 @@ def test_a_run_whose_noisy_accuracy_never_reaches_half_stays_in_n():
     lo, hi = wilson(2, 2)
     assert (summary["ci_low"], summary["ci_high"]) == pytest.approx((lo, hi))
     new, old = order_display(order_summary(order))
-    assert new.iloc[0]["noisy leads (k/n, 95% CI)"].startswith("2/2 = 100%")
+    assert new.iloc[0]["noisy gains a lead since init (k/n model seeds, 95% CI)"].startswith(
+        "2/2 = 100%")
+    assert new.iloc[0]["data seeds"] == 1
     assert old.iloc[0]["runs left out (noisy < 50%)"] == 1
 
 
@@ -100,7 +122,82 @@ def test_init_lead_is_the_untrained_offset():
     assert r["init_lead"] == pytest.approx(-0.05)
     # Mean lead −0.04 (clean "leads"), but in accuracy gained since init noisy is ahead.
     assert r["lead_area"] == pytest.approx(-0.04)
-    assert r["lead_area"] - r["init_lead"] == pytest.approx(0.01)
+    assert r["lead_gain"] == pytest.approx(0.01)  # gained since init: within the noise
+    assert not r["noisy_leads"]
+
+
+def test_a_frozen_network_reads_no_lead():
+    """Issue 21: lr 1e-7 read "noisy leads" in 11 of 16 runs, its chance offset at init counted
+    as a lead. Sixteen frozen runs at the quick preset's α = 0.8 (154 clean, 615 noisy, chance
+    1/31), the lead constant at its init value but for ±1-example jitter: the old reading calls
+    those whose offset is positive, the test against init none."""
+    metrics = frozen_metrics(16, 154, 615, chance=1 / 31, steps=100,
+                             rng=np.random.default_rng(3))
+    runs = pd.DataFrame({"run_id": metrics["run_id"].unique(), "status": "done",
+                         "task": "modular", "p": 31, "train_frac": 0.8, "noise": 0.8,
+                         "seed": range(16)})
+    order = order_table(runs, metrics, window=100)
+    old = int((order["lead_area"] > 0).sum())
+    assert old == 9  # of 16, as the issue's 11 of 16: about the half whose offset is > 0
+    assert not order["noisy_leads"].astype(bool).any()
+    assert order["lead_gain"].abs().max() < 0.01 < order["lead_se"].min()
+    summary = order_summary(order).iloc[0]
+    assert (summary["k_noisy_leads"], summary["n"]) == (0, 16)
+
+
+def test_frozen_false_positive_rates():
+    at_half = false_positive_rate(*modular_sizes(31, 0.8, 0.5), chance=1 / 31, runs=200)
+    assert at_half["new"]["k"] == 0  # the test against init: none of 200
+    assert 0.4 < at_half["old"]["rate"] < 0.6  # lead_area > 0: the sign of the offset
+
+
+def test_a_true_early_lead_is_called():
+    """Noisy-train accuracy gains 10 points in the first 20 steps while clean stays at its
+    chance offset, then both rise together: the lead gained is far beyond its SE bound."""
+    steps = np.arange(101)
+    clean = 0.04 + 0.004 * np.clip(steps - 20, 0, None)
+    noisy = 0.03 + 0.005 * np.minimum(steps, 20) + 0.004 * np.clip(steps - 20, 0, None)
+    metrics = _frame({"r": {"train_clean": list(clean), "train_noisy": list(noisy)}})
+    runs = pd.DataFrame({"run_id": ["r"], "status": "done", "task": "modular", "p": [31],
+                         "train_frac": [0.8], "noise": [0.5], "seed": [0]})
+    r = order_table(runs, metrics, window=100).iloc[0]
+    assert r["init_lead"] == pytest.approx(-0.01)  # clean ahead at init: an offset
+    # lead − init lead: 0.5 points a step to 10 at step 20, then 10: mean (1·5 + 4·10)/5 = 9
+    assert r["lead_gain"] == pytest.approx(0.09)
+    assert r["noisy_leads"] and r["lead_gain"] > 1.645 * r["lead_se"]
+    assert 0.03 < r["lead_se"] < 0.06
+
+
+def test_subset_sizes_follow_the_data_builders():
+    assert modular_sizes(31, 0.8, 0.5) == (384, 385)  # 769 train pairs of 961
+    assert modular_sizes(31, 0.8, 0.8) == (154, 615)
+    assert modular_sizes(7, 0.5, 0.5, drop_zero=True) == (9, 9)  # 36 pairs, 18 train
+    assert digits_sizes(0.05) == (1366, 72)  # 1,797 − 359 test = 1,438
+    assert digits_sizes(0.05, source="mnist") == (57_000, 3_000)
+    runs = pd.DataFrame({"run_id": ["m", "d"], "task": ["modular", "digits"],
+                         "p": [31, None], "train_frac": [0.8, None], "noise": [0.5, 0.2],
+                         "n_train": [None, 1000]})
+    sizes = subset_sizes(runs).set_index("run_id")
+    assert tuple(sizes.loc["m"]) == (384, 385) and tuple(sizes.loc["d"]) == (800, 200)
+    from rulelab.tasks.modular import make_modular
+
+    data = make_modular(op="add", p=31, train_frac=0.8, noise=0.8)
+    assert (len(data.y_train) - data.n_noisy, data.n_noisy) == (154, 615)
+
+
+def test_runs_sharing_a_data_seed_are_one_trial():
+    """Six α > 0 runs over widths and α that all lead, on one data seed (as every preset):
+    one independent trial, too few to call. Four data seeds that each lead clear 50%."""
+    one = pd.DataFrame({"noise": [0.5] * 3 + [0.8] * 3, "data_seed": 0})
+    leads = pd.Series(True, one.index)
+    assert lead_units(one, leads) == (1, 1)
+    assert lead_verdict(one, leads).startswith("inconclusive (1/1 data seeds lead")
+    four = pd.DataFrame({"noise": 0.5, "data_seed": [0, 0, 1, 1, 2, 2, 3, 3]})
+    split = pd.Series([True, True, True, False, True, True, True, True])
+    assert lead_units(four, split) == (3, 4)  # seed 1: half its runs, not most
+    assert lead_verdict(four, split).startswith("inconclusive")
+    assert lead_units(four, pd.Series(True, four.index)) == (4, 4)
+    assert lead_verdict(four, pd.Series(True, four.index)) == "reproduced"  # Wilson [51%, 100%]
 
 
 def test_loss_decrease_rates_per_subset():

@@ -151,7 +151,11 @@ def test_order_and_dd_tables_by_hand():
     assert order.loc["c", "lead_area"] == 0  # a tie is no lead
     summary = order_summary(order.reset_index())
     assert list(summary["width"]) == [8, 16] and list(summary["n"]) == [2, 1]
-    assert list(summary["k_noisy_leads"]) == [1, 0]
+    # a's 24-point mean lead is gained since init, but 61 training pairs (P = 11, f = 0.5)
+    # bound its SE by 17 points: within the noise of subsets of 30 and 31 (issue 21)
+    assert order.loc["a", "lead_gain"] == pytest.approx(0.725 / 3)
+    assert order.loc["a", "lead_se"] == pytest.approx(0.171, abs=0.001)
+    assert list(summary["k_noisy_leads"]) == [0, 0]
     assert (summary.loc[0, "k_50"], summary.loc[0, "n_50"]) == (1, 2)
     dd = dd_table(runs).set_index(["noise", "width"])
     assert dd.loc[(0.5, 8), "mean"] == pytest.approx(0.2) and dd.loc[(0.5, 8), "n"] == 2

@@ -63,6 +63,7 @@ def _images(text: str) -> list[bytes]:
 
 def test_report_is_self_contained_with_rates(tmp_path):
     runs, metrics = make_lab()
+    runs = runs.assign(heads=2)  # the headline's setting has 2 heads (issue 21: 1L·1H is not)
     out = write_report(tmp_path / "nested" / "dir" / "report.html", title="Study S <quick>",
                        runs=runs, metrics=metrics,  # the paper's numbers: study S's view
                        sections=[("Notes", "a < b & c"), ("Raw", "<p><b>bold</b></p>")])

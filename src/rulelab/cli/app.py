@@ -9,6 +9,7 @@ import functools
 import typer
 
 from rulelab.cli.analyze import analysis_command
+from rulelab.cli.calibrate import calibrate_cmd
 from rulelab.cli.commands import LIST_FLAGS
 from rulelab.cli.lab import report_cmd, runs_cmd, status_cmd
 from rulelab.cli.reproduce import reproduce_command
@@ -47,6 +48,7 @@ def build_app() -> typer.Typer:
     app.command("sweep")(sweep_cmd)
     app.command("status")(status_cmd)
     app.command("scale-map")(scale_map_cmd)
+    app.command("calibrate")(calibrate_cmd)
     from rulelab.cli.export import export_app  # issue 10: `rulelab export tl`
 
     app.add_typer(export_app(), name="export")

@@ -27,7 +27,7 @@ from rulelab.studies.coexistence.dataset import (
     digits_flags,
 )
 from rulelab.studies.coexistence.digits_config import DigitsRunConfig
-from rulelab.study import Claim, DataCommand, Study, Task
+from rulelab.study import Calibration, Claim, DataCommand, Study, Task
 
 _HERE = "rulelab.studies.coexistence"
 
@@ -79,5 +79,11 @@ STUDY = Study(
               "generalizes, better with width, even at α = 0.8", f"{_HERE}.claims:coexistence"),
         Claim("M2", "frequency filtering: FF's G network is near-perfect on test at α = 0.8",
               f"{_HERE}.claims:frequency_filtering"),
+    ),
+    calibrations=(  # `rulelab calibrate coexistence`: each detector against its null
+        Calibration("double-descent dip", "`analyze dd`: test accuracy dips at an interior "
+                    "width", f"{_HERE}.analysis.calibrations:dip_check"),
+        Calibration("noisy-first lead", "`analyze order`: noisy-train accuracy leads clean-train "
+                    "early, beyond its lead at init", f"{_HERE}.analysis.calibrations:lead_check"),
     ),
 )

@@ -23,7 +23,7 @@ from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.cost import mpsp_cost
 from rulelab.studies.shortcut_saturation.dataset import DATA_FIELDS, check
 from rulelab.studies.shortcut_saturation.invariants import ALL as INVARIANTS
-from rulelab.study import Claim, DataCommand, Study, Task
+from rulelab.study import Calibration, Claim, DataCommand, Study, Task
 
 _HERE = "rulelab.studies.shortcut_saturation"
 
@@ -61,4 +61,15 @@ STUDY = Study(
               f"{_HERE}.claims:weight_decay_transience", needs=INVARIANTS),
     ),
     invariants=f"{_HERE}.invariants:invariants",  # what a fair smaller scale keeps (issue 20)
+    calibrations=(  # `rulelab calibrate shortcut-saturation`: each detector against its null
+        Calibration("S1 verdict", "the scale map's 'shows': 2L rises and 1L falls with "
+                    "disjoint 95% Wilson intervals", f"{_HERE}.claim_null:s1_check"),
+        Calibration("phase-2 onset", "`analyze phases`: the rule starts to win after phase 1",
+                    f"{_HERE}.analysis.phase_null:onset_check"),
+        Calibration("transient", "generalized, then adv below 95% later",
+                    f"{_HERE}.analysis.phase_null:transient_check"),
+        Calibration("OV probe band", "`analyze fingerprints`: a head decodes v mod k from what "
+                    "it writes, above random heads' band",
+                    f"{_HERE}.analysis.probe_null:probe_check"),
+    ),
 )

@@ -26,12 +26,17 @@ def gradients(lab, *, epochs: str = "final") -> None:
 
 
 def print_gradient_summary(frame: pd.DataFrame, by=("layers", "ratio", "epoch")) -> None:
-    """Median readings per group with ε and the identity-dominated count (issue 8), and the
+    """Median readings per group with ε and the identity-dominated count (issues 8, 21: each
+    run flagged on its own ε; † where at least half the runs behind the medians are), and the
     saturated-loss count (issue 11): a group whose every run is saturated is marked ‡ (its
     median is rounding noise) instead of †; otherwise its medians leave saturated runs out."""
     from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY, identity_bounds
     from rulelab.studies.shortcut_saturation.analysis.saturation import LEGEND, MARK
-    from rulelab.studies.shortcut_saturation.analysis.tables import ALL_SATURATED, gradient_summary
+    from rulelab.studies.shortcut_saturation.analysis.tables import (
+        ALL_SATURATED,
+        MOSTLY_PINNED,
+        gradient_summary,
+    )
 
     # a lab with several head counts or weight decays (medium + medium-s5s6) gets a row per
     # value: a median over both decays would mix a saturated cell with a healthy one
@@ -39,26 +44,27 @@ def print_gradient_summary(frame: pd.DataFrame, by=("layers", "ratio", "epoch"))
              and frame[c].nunique() > 1]
     summary = gradient_summary(frame, (*by[:-1], *split, by[-1]))
     noise = summary[ALL_SATURATED].astype(bool)
-    # † where the identity g = r·g+ + (1−r)·g− pins the reading down; ‡ overrides: there
-    # neither the reading nor its ε means anything
-    pinned = (summary["eps"] < EPS_IDENTITY if "eps" in summary.columns
-              else pd.Series(False, index=summary.index))
+    # † where the identity g = r·g+ + (1−r)·g− pins down most runs' readings (per run, not the
+    # median ε: issue 21); ‡ overrides: there neither the reading nor its ε means anything
+    pinned = summary[MOSTLY_PINNED].astype(bool)
     for col in ("cos", "amplification"):
         summary[col] = [f"{v:.3g}{f' {MARK}' if z else ' †' if p else ''}" for v, p, z in
                         zip(summary[col], pinned, noise, strict=True)]
-    summary = summary.drop(columns=["norm_plus", "norm_minus", ALL_SATURATED],
+    summary = summary.drop(columns=["norm_plus", "norm_minus", ALL_SATURATED, MOSTLY_PINNED],
                            errors="ignore").rename(
         columns={"example_norm_plus": "‖∇ℓ_i‖ S+", "example_norm_minus": "‖∇ℓ_i‖ S−"})
     print_frame("gradient conflict and amplification (all parameters; median over seeds)",
                 summary)
     lo, hi, cmax = identity_bounds(EPS_IDENTITY)
-    console.print(f"† identity-dominated (median ε = ‖g‖/(r‖g+‖) < {EPS_IDENTITY}): "
-                  f"g = r·g+ + (1−r)·g− alone puts ‖g−‖/‖g+‖ within {lo:.2f}–{hi:.2f} × r/(1−r) "
-                  f"and cos(g+, g−) ≤ {cmax:.3f}, so these readings do not show a mechanism. "
+    console.print(f"† at least half the row's runs identity-dominated (each run's ε = "
+                  f"‖g‖/(r‖g+‖) < {EPS_IDENTITY:.3f}): g = r·g+ + (1−r)·g− alone puts its "
+                  f"‖g−‖/‖g+‖ within {lo:.2f}–{hi:.2f} × r/(1−r) and cos(g+, g−) ≤ −√(1 − ε²) "
+                  f"≤ −{abs(cmax):.2f}, so these readings do not show a mechanism. "
                   f"{LEGEND} (every run of the row). saturated: runs with a saturated loss, left "
                   "out of the medians unless all are (\"?\": stored before the flag; re-run "
                   "rulelab analyze gradients); identity_dominated: the other runs with ε below "
-                  "the threshold; ‖∇ℓ_i‖: mean per-example gradient norm per group.",
+                  "the threshold (undefined: ε is NaN, an empty group — counted apart); "
+                  "‖∇ℓ_i‖: mean per-example gradient norm per group.",
                   style="dim")
 
 
@@ -118,3 +124,26 @@ def fingerprints(lab, *, epochs: str = "final") -> None:
     console.print("ov_parity_rho reads the head's direct path to the logits; ov_probe_acc: "
                   "held-out-value linear probe of v mod k on what the head writes (any "
                   "reader; chance ≈ 1/k)", style="dim")
+    print_probe_band(lab)
+
+
+def print_probe_band(lab) -> None:
+    """The OV probe's null band beside its readings (issue 21): random heads at init, at each
+    shape the lab holds (:mod:`.analysis.probe_null`) — a head's probe reads "writes the
+    residue" only above the band."""
+    from rulelab.studies.shortcut_saturation.analysis.probe_null import null_band
+    from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+
+    runs = lab.runs()
+    runs = runs[runs["task"] == TASK] if "task" in runs.columns else runs
+    fields = [f for f in MPSPRunConfig.model_fields if f in runs.columns and f != "task"]
+    shapes = runs.drop_duplicates(["layers", "heads", "d_model", "vocab", "label_mod"])
+    for _, row in shapes.iterrows():
+        cfg = MPSPRunConfig(**{f: row[f] for f in fields if pd.notna(row[f])})
+        mean, p95 = null_band(cfg)
+        console.print(f"OV probe null band ({cfg.layers}L·{cfg.heads}H, d_model {cfg.d_model}, "
+                      f"V = {cfg.vocab}, k = {cfg.label_mod}): random heads at init score "
+                      f"{mean:.2f} on average, 97.5% of them at or below {p95:.2f}: "
+                      + ("no head can score above it, so the probe calls nothing here"
+                         if p95 >= 1.0 else "read a head as writing the residue only above it"),
+                      style="dim")

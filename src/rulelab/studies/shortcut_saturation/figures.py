@@ -18,7 +18,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from rulelab.report.figures import legend_columns, new_figure
-from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY
+from rulelab.studies.shortcut_saturation.analysis.identity import COS_PINNED, EPS_IDENTITY
 from rulelab.studies.shortcut_saturation.analysis.outcome import UNKNOWN, outcome_of
 from rulelab.studies.shortcut_saturation.analysis.saturation import (
     FIGURE_LABEL,
@@ -96,8 +96,9 @@ def gradient_dynamics(grad_table: pd.DataFrame, runs: pd.DataFrame | None = None
 
     One column of panels per architecture, one colour per ratio r; dashed: the odds r/(1−r),
     at which amplification makes the two groups' gradient shares (1−r)‖g−‖ and r‖g+‖ equal.
-    Readings with ε < ``EPS_IDENTITY`` are ringed (○): there ``g = r·g+ + (1−r)·g−`` alone
-    forces amplification ≈ r/(1−r) and cos ≈ −1, so they are *identity-dominated*. Readings
+    Readings with ε < ``EPS_IDENTITY`` are ringed (○), each run on its own ε: there
+    ``g = r·g+ + (1−r)·g−`` alone forces amplification within ±ε of r/(1−r) and
+    cos ≤ −√(1 − ε²) ≤ −0.9 (:mod:`.analysis.identity`), so they are *identity-dominated*. Readings
     with a saturated loss (issue 11, :mod:`.analysis.saturation`) are crossed (×) instead, on
     every row, and left out of the medians: their gradients are rounding noise.
     """
@@ -148,7 +149,7 @@ def gradient_dynamics(grad_table: pd.DataFrame, runs: pd.DataFrame | None = None
     if has_eps:
         axes[2, 0].set_ylabel("ε = ‖g‖ / (r‖g+‖)", fontsize=8)
         handles.append(Line2D([], [], **PINNED, mec="0.3",
-                              label=f"identity-dominated (ε < {EPS_IDENTITY:g})"))
+                              label=f"identity-dominated (ε < {EPS_IDENTITY:.3g})"))
     if noise.any():
         handles.append(Line2D([], [], **NOISE, color="0.3", label=FIGURE_LABEL))
     _legend(fig, handles)
@@ -301,8 +302,9 @@ def fingerprint_trajectories(fp_table: pd.DataFrame, runs: pd.DataFrame | None =
 
 GRADIENT_CAPTION = ("Gradient conflict cos(g+, g−) and amplification ‖g−‖/‖g+‖ (all parameters) "
                     "{when}; dashed: r/(1−r). {ringed}identity-dominated readings (ε = "
-                    f"‖g‖/(r‖g+‖) < {EPS_IDENTITY:g}), where g = r·g+ + (1−r)·g− alone forces "
-                    f"amplification ≈ r/(1−r) and cos ≈ −1. Crossed (×, {MARK} in the printed "
+                    f"‖g‖/(r‖g+‖) < {EPS_IDENTITY:.3g}, each run on its own ε), where "
+                    "g = r·g+ + (1−r)·g− alone forces amplification within ±ε of r/(1−r) and "
+                    f"cos ≤ −√(1 − ε²) ≤ {COS_PINNED:g}. Crossed (×, {MARK} in the printed "
                     "summary): readings with a saturated training loss (a group's mean loss "
                     f"< {LOSS_SATURATED:g} nats), where float32 leaves the gradients rounding "
                     "noise; they are left out of the medians")

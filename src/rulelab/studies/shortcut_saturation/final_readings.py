@@ -122,7 +122,7 @@ def final_readings(table: pd.DataFrame, runs: pd.DataFrame | None, columns: dict
         handles.append(Line2D([], [], ls="--", color="0.3", label="r/(1−r)"))
     if "eps" in columns:
         handles.append(Line2D([], [], ls=":", color="0.3",
-                              label=f"identity-dominated below ε = {EPS_IDENTITY:g}"))
+                              label=f"identity-dominated below ε = {EPS_IDENTITY:.3g}"))
     if saturated_rows(t).any():
         handles.append(Line2D([], [], **NOISE, color="0.4", label=FIGURE_LABEL))
     fig.legend(handles=handles, loc="outside upper center", fontsize=8, frameon=False,

@@ -1,13 +1,22 @@
 """Study S's paper setting and headline: what scale a run is, and whether the paper's numbers
-may be printed beside it (SPEC S.1–S.3, issue 8 "toy scale printed as reproduction").
+may be printed beside it (SPEC S.1–S.3, issue 8 "toy scale printed as reproduction", issue 21
+"the gate compares every field").
 
 The paper's headline — 2L: r=0.5 → 0% of seeds generalize, r=0.9 → 77%; 1L: r=0.5 → 33%,
-r=0.9 → 0% — was measured at n = 10, V = 64, N = 16,384, full-batch AdamW at lr 1e-3 for
-15,000 epochs, d_model 64, d_ff 128, on sum mod 2 with the max shortcut (the setting
-``recipes/paper.yaml`` reads from the study). A cell gets the paper's
-number beside it only when every run in it has these config values — checked from the values,
-never from a preset's name, so a user's own run at the paper's setting gets the column too.
-Heads and weight decay are not compared: the headline does not state them.
+r=0.9 → 0% — is compared at one setting: ``recipes/paper-headline.yaml`` (2 heads, weight
+decay 0.1), i.e. every field of :data:`PAPER_SETTING`. A cell gets the paper's number beside
+it only when every run in it has these config values — checked from the values, never from a
+preset's name, so a user's own run at the setting gets the column too, and a run that differs
+in any one field (n_eval 16, no LayerNorm, GELU, 1 head, wd 0.4, …) does not.
+
+What the paper states (SPEC S.1–S.3, ``research/paper1_shortcuts.md`` §2: the summary is all
+we have): sum mod 2 with the max shortcut, N = 16,384, d_model 64, d_ff 128, 15,000 epochs of
+AdamW. The rest — n, V, val/adv size, heads and weight decay *of the headline* (the paper
+sweeps 1–2 heads and wd 0.1–0.4), lr, betas, Adam ε, warm-up, full batch, eval_every,
+LayerNorm, ReLU — are our choices (:data:`NOT_STATED`): compared all the same, since each can
+change the rate, and listed as "not stated by the paper" in the note beside the column.
+Not compared: the cell's own coordinates (``layers``, ``ratio``: :func:`paper_rate` reads the
+headline's cell), seeds, and ``transient_threshold`` (it changes no ``generalized`` reading).
 """
 
 from __future__ import annotations
@@ -18,9 +27,15 @@ import pandas as pd
 
 PAPER_S = {"2L": {0.5: 0.0, 0.9: 0.77}, "1L": {0.5: 0.33, 0.9: 0.0}}
 
-# field → the paper's value (batch_size: full batch, see :func:`_full_batch`).
+# field → the headline setting's value (batch_size: full batch, see :func:`_full_batch`); the
+# values of recipes/paper-headline.yaml at weight decay 0.1 (tests/unit/test_paper_s.py checks).
 PAPER_SETTING = {"seq_len": 10, "vocab": 64, "n_train": 16384, "batch_size": 0, "epochs": 15000,
-                 "lr": 1e-3, "d_model": 64, "d_mlp": 128, "label_mod": 2, "shortcut": "max"}
+                 "lr": 1e-3, "d_model": 64, "d_mlp": 128, "label_mod": 2, "shortcut": "max",
+                 "n_eval": 4096, "heads": 2, "ln": True, "act": "relu", "weight_decay": 0.1,
+                 "beta1": 0.9, "beta2": 0.98, "eps": 1e-8, "warmup": 0, "eval_every": 10}
+# fields of PAPER_SETTING whose value the paper does not state (module docstring)
+NOT_STATED = ("seq_len", "vocab", "n_eval", "heads", "weight_decay", "lr", "beta1", "beta2",
+              "eps", "warmup", "batch_size", "eval_every", "ln", "act")
 
 
 def _value(row: Mapping, field: str):
@@ -43,11 +58,34 @@ def _steps(row: Mapping) -> int:
     return int(_value(row, "epochs")) * (1 if _full_batch(row) else -(-n // b))
 
 
-def _describe(field: str, v) -> str:
-    names = {"seq_len": "n = {:,}", "vocab": "V = {:,}", "n_train": "N = {:,}",
-             "epochs": "{:,} epochs", "lr": "lr {:g}", "d_model": "d_model {}",
-             "d_mlp": "d_ff {}", "label_mod": "k = {}", "shortcut": "{} shortcut"}
-    return names[field].format(v)
+# field → (phrase, the short form of the paper's value); bools and names have their own
+_PHRASE = {"seq_len": ("n = {:,}", "{:,}"), "vocab": ("V = {:,}", "{:,}"),
+           "n_train": ("N = {:,}", "{:,}"), "epochs": ("{:,} epochs", "{:,} epochs"),
+           "lr": ("lr {:g}", "{:g}"), "d_model": ("d_model {}", "{}"), "d_mlp": ("d_ff {}", "{}"),
+           "label_mod": ("k = {}", "{}"), "shortcut": ("{} shortcut", "{} shortcut"),
+           "n_eval": ("val/adv of {:,}", "{:,}"), "heads": ("heads {}", "{}"),
+           "weight_decay": ("weight decay {:g}", "{:g}"), "beta1": ("β₁ {:g}", "{:g}"),
+           "beta2": ("β₂ {:g}", "{:g}"), "eps": ("Adam ε {:g}", "{:g}"),
+           "warmup": ("{:,} warm-up steps", "{:,}"),
+           "eval_every": ("eval every {:,} epochs", "{:,}")}
+_NAMES = {"relu": "ReLU", "gelu": "GELU", True: "pre-LayerNorm", False: "no LayerNorm"}
+
+
+def _describe(field: str, v, short: bool = False) -> str:
+    if field == "warmup" and not short and int(v) == 0:
+        return "no warm-up"
+    if field in ("ln", "act"):
+        name = _NAMES.get(bool(v) if field == "ln" else v, str(v))
+        return name if field == "ln" or short else f"{name} MLP"
+    return _PHRASE[field][short].format(v)
+
+
+def _same(field: str, v, paper) -> bool:
+    if isinstance(paper, bool):
+        return bool(v) == paper
+    if isinstance(paper, float):
+        return abs(float(v) - paper) <= 1e-9 * abs(paper)
+    return v == paper if isinstance(paper, str) else int(v) == paper
 
 
 def differences(row: Mapping) -> list[str]:
@@ -59,15 +97,20 @@ def differences(row: Mapping) -> list[str]:
                 out.append(f"minibatches of {int(_value(row, field)):,} (paper full batch)")
             continue
         v = _value(row, field)
-        same = abs(float(v) - paper) <= 1e-12 * abs(paper) if isinstance(paper, float) else (
-            v == paper if isinstance(paper, str) else int(v) == paper)
-        if not same:
-            out.append(f"{_describe(field, v)} (paper {_describe(field, paper).split()[-1]})"
-                       if field not in ("epochs", "shortcut") else
-                       f"{_describe(field, v)} (paper {_describe(field, paper)})")
+        if not _same(field, v, paper):
+            out.append(f"{_describe(field, v)} (paper {_describe(field, paper, short=True)})")
     if not _full_batch(row):
         out.append(f"{_steps(row):,} steps (paper 15,000)")
     return out
+
+
+def not_stated() -> str:
+    """``"not stated by the paper …: n = 10, V = 64, …"``: the setting's values that are our
+    choices (:data:`NOT_STATED`), for the note beside the paper column."""
+    values = ["full batch" if f == "batch_size" else _describe(f, PAPER_SETTING[f])
+              for f in NOT_STATED]
+    return ("not stated by the paper (the setting's values are our choices, compared all the "
+            f"same): {', '.join(values)}")
 
 
 def matches_paper(row: Mapping) -> bool:
@@ -114,15 +157,19 @@ def describe_scale(runs: pd.DataFrame) -> str:
 
 
 def paper_note(runs: pd.DataFrame) -> str | None:
-    """None when every run is at the paper's setting; else one line saying the paper column
-    is omitted (or kept only for the cells at the setting) and how the setting differs."""
-    at_paper = run_matches(runs)
-    if at_paper.all() or runs.empty:
+    """None for no runs; else one line: whether the paper column is shown (for every cell, only
+    the cells at the paper's setting, or omitted), how the setting differs where it does, and
+    which of the setting's values the paper does not state (:func:`not_stated`)."""
+    if runs.empty:
         return None
+    at_paper = run_matches(runs)
+    if at_paper.all():
+        return f"paper column: the paper's headline at its setting; {not_stated()}"
     diffs = list(dict.fromkeys(d for _, r in runs[~at_paper].iterrows() for d in differences(r)))
     head = ("paper column omitted: the setting differs from the paper's" if not at_paper.any()
             else "paper column shown only for cells at the paper's setting; the others differ")
-    return f"{head}: {'; '.join(diffs)}"
+    tail = not_stated()
+    return f"{head}: {'; '.join(diffs)}. {tail[0].upper()}{tail[1:]}"
 
 
 def paper_rate(paper: dict | None, layers, ratio) -> str:

@@ -3,8 +3,9 @@ live trainer and returns a tidy frame with a ``member`` column
 (:class:`rulelab.train.tracking.Tracker` stores it per run).
 
 The ``gradients`` rows carry, beside cos(g+, g−) and ‖g−‖/‖g+‖, ``eps`` = ‖g‖/(r‖g+‖) and
-``identity_dominated`` (issue 8: where ε is small the identity g = r·g+ + (1−r)·g− alone pins
-amplification to r/(1−r) and cos to −1), each group's mean per-example gradient norm over up
+``identity_dominated`` (issues 8, 21: where ε is small the identity g = r·g+ + (1−r)·g− alone
+pins amplification to r/(1−r) and cos to −1 — cos ≤ −√(1 − ε²); per run, ``<NA>`` where ε is
+NaN), each group's mean per-example gradient norm over up
 to 256 examples per group (:mod:`.analysis.gradients`), each group's mean loss and
 ``saturated`` (issue 11: a loss below float32's resolution leaves the gradients rounding noise,
 :mod:`.analysis.saturation`); ``fingerprints`` rows carry the OV probe

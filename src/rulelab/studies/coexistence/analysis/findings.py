@@ -31,28 +31,20 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rulelab.analysis.stats import format_rate, wilson
+from rulelab.analysis.stats import format_rate
 from rulelab.studies.coexistence.analysis.dd_dip import dip_reading
+from rulelab.studies.coexistence.analysis.order import lead_verdict
 from rulelab.studies.coexistence.analysis.scale import matches_paper
-
-REPRODUCED, PARTLY, NOT = "reproduced", "partly", "not reproduced"
-INCONCLUSIVE, READING = "inconclusive", "reading"
-MIN_RUNS = 3  # at the paper's setting, a verdict needs at least this many runs
-
-
-def scale_free_verdict(k: int, n: int) -> str:
-    """Verdict of a scale-free share: by where its 95% Wilson interval lies against 50%."""
-    if n == 0:
-        return INCONCLUSIVE
-    lo, hi = wilson(k, n)
-    return REPRODUCED if lo > 0.5 else NOT if hi < 0.5 else INCONCLUSIVE
-
-
-def paper_verdict(k: int, n: int) -> str:
-    """Verdict at the paper's setting: all of ≥ MIN_RUNS runs, some, none."""
-    if n < MIN_RUNS:
-        return f"{INCONCLUSIVE} (n = {n} < {MIN_RUNS})"
-    return REPRODUCED if k == n else NOT if k == 0 else PARTLY
+from rulelab.studies.coexistence.analysis.verdicts import (  # noqa: F401 (re-exported)
+    INCONCLUSIVE,
+    MIN_RUNS,
+    NOT,
+    PARTLY,
+    READING,
+    REPRODUCED,
+    paper_verdict,
+    scale_free_verdict,
+)
 
 
 def spread(values: pd.Series, pct: bool = True) -> str:
@@ -96,7 +88,7 @@ def _order_row(order: pd.DataFrame) -> tuple:
             f"{int((~reached).sum())} run(s) whose noisy accuracy never reached 50%")
     return ("noisy labels are fit first (M.4.2; scale-free)",
             "yes, early in full-batch training (AdamW, Adam, Muon; MNIST epoch 1: noisy 10.9% "
-            "vs clean 2.9%)", here, scale_free_verdict(k, n) if n else INCONCLUSIVE)
+            "vs clean 2.9%)", here, lead_verdict(noisy, leads & has) if n else INCONCLUSIVE)
 
 
 def findings(runs: pd.DataFrame, order: pd.DataFrame, ff: pd.DataFrame, swap: pd.DataFrame,

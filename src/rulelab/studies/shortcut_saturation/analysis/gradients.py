@@ -14,9 +14,11 @@ Modules (S.4.1): ``embed`` (W_E, W_pos), ``attn{l}`` (blocks.{l}.attn.*, blocks.
 ``mlp{l}`` (blocks.{l}.mlp.*, blocks.{l}.ln2.*), ``unembed`` (W_U, b_U, ln_final.*), and
 ``all`` (every parameter).
 
-**Near saturation (issue 8)** ``g = r·g+ + (1−r)·g−`` pins amplification to r/(1−r) and
-conflict to −1 whenever ``ε = ‖g‖/(r‖g+‖)`` is small (:mod:`.analysis.identity`), so
-every reading carries ``eps`` and ``identity_dominated = eps < EPS_IDENTITY``.
+**Near saturation (issues 8, 21)** ``g = r·g+ + (1−r)·g−`` pins amplification to r/(1−r)
+and conflict to −1 whenever ``ε = ‖g‖/(r‖g+‖)`` is small (:mod:`.analysis.identity`: the
+tight bound cos ≤ −√(1 − ε²)), so every reading carries ``eps`` and, per run,
+``identity_dominated = eps < EPS_IDENTITY`` — ``<NA>`` in the frame where ε is NaN
+(undefined, an empty group), not False.
 
 **Saturated loss (issue 11)** Each reading also carries ``loss_plus/minus``, the groups'
 mean cross-entropy, and ``saturated`` where either is below ``LOSS_SATURATED``
@@ -37,7 +39,11 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY, identity_bounds  # noqa: F401 (re-export)
+from rulelab.studies.shortcut_saturation.analysis.identity import (  # noqa: F401 (re-export)
+    EPS_IDENTITY,
+    identity_bounds,
+    identity_flags,
+)
 from rulelab.studies.shortcut_saturation.analysis.saturation import SATURATED, is_saturated
 
 ALL = "all"
@@ -194,7 +200,9 @@ def conflict_metrics(
     ``share_minus`` (1−r)‖g−‖, the groups' shares of the full mean-loss gradient
     ``g = r·g+ + (1−r)·g−``; ``norm_full`` ‖g‖ (computed from that identity, ``r`` being the
     member's actual consistent share); ``eps`` = ‖g‖/(r‖g+‖) and ``identity_dominated`` =
-    ``eps < EPS_IDENTITY`` (module docstring). NaN propagates from empty groups (flag False).
+    ``eps < EPS_IDENTITY`` (module docstring). NaN propagates from empty groups; a bool tensor
+    cannot hold "undefined", so the flag is False there and :func:`gradient_conflict`'s frame
+    makes it ``<NA>``.
     """
     r = r.double()
     out: dict[str, dict[str, torch.Tensor]] = {}
@@ -250,5 +258,6 @@ def gradient_conflict(
     frames = []
     for module, stats in metrics.items():
         cols = {k: v.cpu().numpy() for k, v in stats.items()}
+        cols["identity_dominated"] = identity_flags(cols["eps"]).array  # NaN ε: <NA>
         frames.append(pd.DataFrame({"member": range(len(r)), "module": module, **cols}))
     return pd.concat(frames, ignore_index=True)

@@ -18,13 +18,16 @@ epochs, so every answer is only as fine as ``eval_every``):
 * **phase-2 onset** (the rule starts to win): after phase 1, the split the shortcut map gets
   *wrong* (adv for s, val for 1 − s) must climb while the split it gets right stays
   ``≥ val_high`` (0.99). The onset is the first evaluation ``j`` at which the climbing split is
-  ``≥ m_j + rise`` (``rise`` = 0.05), where ``m_j`` is its lowest value from phase 1 up to (not
-  including) ``j`` — measured from the trough, because it often keeps falling after phase 1 —
+  ``≥ m_j + rise`` (``rise`` = 0.05), where ``m_j`` is its lowest value over the ``window``
+  evaluations before ``j`` (``window_frac`` = 10% of the evaluations from phase 1 on, at least
+  ``sustain`` + 1) — measured from the trough, because it often keeps falling after phase 1 —
   and *sustained*: at each of the next ``sustain`` (3) evaluations it stays ``≥ m_j + rise``
-  with the other split ``≥ val_high``. A candidate whose sustain window runs past the end of
-  the log cannot be judged: it is **censored** (``phase2_onset`` NA, ``phase2_censored``
-  True), never counted as an onset. ``climb_start`` is the last evaluation before ``j`` at the
-  trough ``m_j``.
+  with the other split ``≥ val_high``. The window makes the onset a *climb*, not a drift: a
+  trough taken since phase 1 (the rule before issue 21) called a slow creep of a few points
+  over the whole run an onset (``rulelab calibrate``: 100% of such nulls; now ≤ 1%). A
+  candidate whose sustain window runs past the end of the log cannot be judged: it is
+  **censored** (``phase2_onset`` NA, ``phase2_censored`` True), never counted as an onset.
+  ``climb_start`` is the last evaluation before ``j`` at the trough ``m_j``.
 * **generalization** (S.3): the first evaluation with val and adv both ``≥ generalized`` (1.0)
   (``gen_epoch``); the paper's adv-only event is ``adv_gen_epoch`` / ``adv_generalized``.
 * **transient** (S.3): generalized, then adv fell below ``transient`` (0.95) later.
@@ -55,6 +58,7 @@ class PhaseThresholds:
     val_high: float = 0.99  # phase 2: the split the shortcut gets right stays ≥ 99%
     rise: float = 0.05  # a climb: this far above its trough since phase 1
     sustain: int = 3  # evaluations after the onset that must hold the climb
+    window_frac: float = 0.1  # the trough is read over this share of the evaluations before j
     generalized: float = 1.0  # S.3: val and adv both reach 100% at one evaluation
     transient: float = 0.95  # S.3: after generalizing, adv falls below this
 
@@ -125,14 +129,17 @@ def _phase2(a: np.ndarray, v: np.ndarray, th: PhaseThresholds):
     """``(onset, climb start)`` indices into ``a`` (the climbing split from phase 1 on, ``v``
     the holding one), ``"censored"`` when the first candidate that holds runs off the log's
     end, or None."""
-    trough = np.minimum.accumulate(a)  # trough[j] = min a[0..j]
-    prev = np.concatenate([[np.inf], trough[:-1]])  # m_j = min a[0..j-1]
+    w = max(th.sustain + 1, int(np.ceil(th.window_frac * len(a))))
+    # m_j = min a[j-w .. j-1]: the trough of the last w evaluations (inf at j = 0)
+    padded = np.concatenate([np.full(w, np.inf), a])
+    prev = np.lib.stride_tricks.sliding_window_view(padded, w)[: len(a)].min(axis=1)
     for j in np.flatnonzero((v >= th.val_high) & (a >= prev + th.rise)):
         level, window = prev[j] + th.rise, slice(j, j + th.sustain + 1)
         if (a[window] >= level).all() and (v[window] >= th.val_high).all():
             if j + th.sustain >= len(a):  # the window is cut by the end of the log
                 return "censored"
-            return j, np.flatnonzero(a[:j] == prev[j])[-1]
+            lo = max(0, j - w)
+            return j, lo + np.flatnonzero(a[lo:j] == prev[j])[-1]
     return None
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 
 from rulelab.studies.shortcut_saturation.analysis.circuits import fingerprints
-from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY
+from rulelab.studies.shortcut_saturation.analysis.identity import identity_count, identity_flags
 from rulelab.studies.shortcut_saturation.analysis.outcome import outcome_of
 from rulelab.studies.shortcut_saturation.analysis.patching import patch_grid
 from rulelab.studies.shortcut_saturation.analysis.saturation import known, saturated_rows
@@ -84,20 +84,25 @@ def fingerprint_table(trainer, n: int = 1024) -> pd.DataFrame:
 GRADIENT_COLUMNS = ("cos", "amplification", "odds", "eps", "example_norm_plus",
                     "example_norm_minus", "norm_plus", "norm_minus")
 ALL_SATURATED = "all_saturated"  # summary column: every run of the group has a saturated loss
+MOSTLY_PINNED = "mostly_identity"  # summary column: ≥ half its runs identity-dominated (†)
 
 
 def gradient_summary(frame: pd.DataFrame, by=("layers", "ratio", "epoch"),
                      module: str = "all") -> pd.DataFrame:
     """Gradient readings (S.4.1–2) per group of ``by``: ``n`` runs, the **median** over runs of
     each of :data:`GRADIENT_COLUMNS` present, ``saturated`` and ``identity_dominated`` as
-    ``"k/n"``, and :data:`ALL_SATURATED` (bool).
+    ``"k/n"``, :data:`ALL_SATURATED` and :data:`MOSTLY_PINNED` (bools).
 
     ``saturated`` counts runs whose training loss is saturated (:mod:`.analysis.saturation`:
     their gradients are rounding noise). They are left out of the medians — which are over
     all runs only where every run is saturated (then :data:`ALL_SATURATED`: the medians are
-    noise too) — and out of ``identity_dominated``, which counts the other runs whose reading
-    has ``eps < EPS_IDENTITY`` (:mod:`.analysis.gradients`: there amplification ≈ r/(1−r) and
-    cos ≈ −1 are forced by ``g = r·g+ + (1−r)·g−``). Each run is in at most one count.
+    noise too) — and out of ``identity_dominated``, which counts the other runs flagged *each
+    on its own ε* (:mod:`.analysis.identity`, issue 21: ``eps < EPS_IDENTITY``, where
+    ``g = r·g+ + (1−r)·g−`` alone forces amplification ≈ r/(1−r) and cos ≤ −0.9), with
+    ``" (u undefined)"`` for runs whose ε is NaN (an empty group): those are neither flagged
+    nor "not identity-dominated". Each run is in at most one count. :data:`MOSTLY_PINNED`: at
+    least half of the runs the medians are over have a defined ε and are flagged — the mark
+    (†) a printed median gets; set from the runs' flags, not from the median ε.
 
     Tables stored before issue 8 have no ``eps``: ``identity_dominated`` is then ``"?"``;
     tables stored before issue 11 have no flag: ``saturated`` is ``"?"`` and no run is left
@@ -109,18 +114,23 @@ def gradient_summary(frame: pd.DataFrame, by=("layers", "ratio", "epoch"),
     cols = [c for c in GRADIENT_COLUMNS if c in t.columns]
     if t.empty:
         return pd.DataFrame(columns=[*keys, "n", *cols, "saturated", "identity_dominated",
-                                     ALL_SATURATED])
+                                     ALL_SATURATED, MOSTLY_PINNED])
     noise = saturated_rows(t)
     grouped = t.groupby(keys, sort=True, dropna=False)
     rows = []
     for _, g in grouped:
         sat = noise[g.index]
         kept = g if sat.all() else g[~sat]  # medians over the runs whose gradients mean something
+        has_eps = "eps" in t.columns
+        flags = identity_flags(g.loc[~sat, "eps"]) if has_eps else pd.Series(dtype="boolean")
         rows.append({**kept[cols].median().to_dict(),
                      "saturated": f"{int(sat.sum())}/{len(g)}" if known(t) else "?",
-                     "identity_dominated": (f"{int(((g['eps'] < EPS_IDENTITY) & ~sat).sum())}"
-                                            f"/{len(g)}" if "eps" in t.columns else "?"),
-                     ALL_SATURATED: bool(sat.all())})
+                     "identity_dominated": (identity_count(g["eps"], keep=~sat.to_numpy())
+                                            if has_eps else "?"),
+                     ALL_SATURATED: bool(sat.all()),
+                     # half or more of the runs behind the medians: the median is theirs
+                     MOSTLY_PINNED: bool(len(flags) and 2 * flags.fillna(False).sum()
+                                         >= len(flags))})
     out = pd.DataFrame(rows, index=grouped.size().index)
     out.insert(0, "n", grouped.size())
     return out.reset_index()
