@@ -59,8 +59,12 @@ def test_reproduce_writes_report_and_prints_findings(reproduced):
     assert "scale: tiny — departs from the paper" in page and "Early lead" in page
     assert page.count('<td style="text-align:left">reading</td>') == 5  # verdict cells
     for heading in ("Findings beside the paper", "Double descent", "Learning order",
-                    "Frequency filtering", "Activation swap", "Neuron partition"):
+                    "Frequency filtering", "Activation swap", "Neuron partition",
+                    "Each verdict against its null"):
         assert heading in page
+    # two widths hold no dip to test; the noise level 0.5 has its lead null (issue 21)
+    assert "double-descent dip (" in page and "nothing in these runs for it to read" in page
+    assert "noisy-first lead (" in page and page.count("FPR ") == 1
     for name in ("ff", "swap", "neurons", "dd", "order"):
         assert (work / "lab" / "analyses" / name).is_dir(), name
 

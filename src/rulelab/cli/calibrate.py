@@ -10,7 +10,6 @@ to a minute.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import typer
@@ -30,11 +29,10 @@ def calibrate_cmd(
     seed: int = typer.Option(0, "--seed", help="seed of the simulations", min=0),
 ) -> None:
     """Each detector's false-positive rate under its null, and its power, at a preset or lab."""
-    from rulelab.analysis.calibration import MAX_FPR
+    from rulelab.analysis.calibration import MAX_FPR, calibrate
     from rulelab.report.terminal import console
     from rulelab.studies import config_from_flat, studies
     from rulelab.studies import study as find_study
-    from rulelab.study import resolve
 
     the_study = find_study(study)
     if not the_study.calibrations:
@@ -63,10 +61,7 @@ def calibrate_cmd(
     say(f"{the_study.title} — detectors against their nulls at the {where}; bar: a "
         f"false-positive rate ≤ {MAX_FPR:.0%}", style="bold", markup=False, highlight=False)
     failing = 0
-    for c in the_study.calibrations:
-        t0 = time.perf_counter()
-        check = resolve(c.run)(configs, sims, seed)
-        took = time.perf_counter() - t0
+    for c, check, took in calibrate(the_study, configs, sims, seed):
         say("")
         say(f"{c.name} — {c.reading}", style="bold", markup=False, highlight=False)
         if check is None:

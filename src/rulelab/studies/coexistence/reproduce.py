@@ -53,6 +53,7 @@ def print_table(console, title: str, frame: pd.DataFrame) -> None:
 
 def reproduce(r: Reproduction) -> Path:
     """Analyze the trained recipe in ``r.lab``, print the findings, write the report."""
+    from rulelab.analysis.calibration import calibrate, calibration_text
     from rulelab.studies.coexistence.analysis.dd_dip import dip_reading
     from rulelab.studies.coexistence.analysis.findings import findings
     from rulelab.studies.coexistence.analysis.order import (
@@ -100,6 +101,8 @@ def reproduce(r: Reproduction) -> Path:
         found=found, scale=line,
         notes=[("What this reproduction is", note),
                ("Wall time", f"training {r.train_seconds:.0f} s, training + analyses "
-                f"{t_all:.0f} s on {r.device} (a resumed run counts only the rest).")])
+                f"{t_all:.0f} s on {r.device} (a resumed run counts only the rest)."),
+               ("Each verdict against its null", calibration_text(
+                   calibrate(r.study, r.recipe.configs())))])
     console.print(f"report: {path}")
     return path

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from rulelab.analysis.calibration import calibrate, calibration_text
 from rulelab.analysis.stored import analyze_stored
 from rulelab.report.analyses import read_analyses
 from rulelab.report.html import write_report
@@ -33,6 +34,7 @@ HEADLINE = ("2L: r=0.5 → 0% of seeds generalize, r=0.9 → 77%; 1L: r=0.5 → 
 # cheap ones — about 30 s for the quick recipe's 32 runs on one CPU thread (ablation and
 # patching would double that; `rulelab analyze` runs them on demand).
 FINAL_ANALYSES = ("gradients", "fingerprints")
+REPORT_SIMS = 200  # simulated nulls per detector in the report's calibration section
 
 
 def final_analyses(r: Reproduction) -> float:
@@ -82,6 +84,8 @@ def reproduce(r: Reproduction) -> Path:
         ("Wall time", f"training took {wall:.0f} s on {r.device} (a resumed run counts the "
          f"rest); the analyses of the final weights ({', '.join(FINAL_ANALYSES)}) "
          f"{analysis_seconds:.0f} s."),
+        ("Each verdict against its null", calibration_text(
+            calibrate(r.study, r.recipe.configs(), n_sims=REPORT_SIMS))),
     ]
     path = write_report(r.out, title=f"{r.study.title} — {r.scale} reproduction", runs=runs,
                         metrics=metrics, sections=sections, analyses=analyses)
