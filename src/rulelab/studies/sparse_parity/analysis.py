@@ -85,6 +85,10 @@ def steps_table(runs: pd.DataFrame) -> pd.DataFrame:
             "hidden_first": int((pd.to_numeric(g["visible_step"], errors="coerce")
                                  > pd.to_numeric(g["hidden_progress_step"],
                                                  errors="coerce")).sum()),
+            # runs whose support mass exists (an MLP's first layer; a transformer has none, so
+            # "hidden first" is not measurable there, not 0 of n: issue 21)
+            "hidden_measurable": int(pd.to_numeric(g["support_mass_init"], errors="coerce")
+                                     .notna().sum()) if "support_mass_init" in g else len(g),
         })
     return pd.DataFrame(rows)
 

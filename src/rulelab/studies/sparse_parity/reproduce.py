@@ -50,8 +50,8 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
         "fourier": table["median_fourier"].map(_steps),
         "visible": table["median_visible"].map(_steps),
         "lead": table["median_lead"].map(_steps),
-        "hidden first": [f"{h}/{n}" for h, n in zip(table["hidden_first"], table["runs"],
-                                                     strict=True)],
+        "hidden first": [f"{h}/{m}" if m else "not measurable" for h, m in
+                         zip(table["hidden_first"], table["hidden_measurable"], strict=True)],
         "per seed": table["steps_per_seed"],
     })
 
