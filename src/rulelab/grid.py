@@ -35,6 +35,32 @@ def check_size(values_per_flag: dict[str, int], n_seeds: int, seeds_flag: str = 
                       f"is not allowed; one command trains at most {MAX_RUNS:,} runs")
 
 
+def largest_seed(cls) -> int | None:
+    """The largest seed a config class accepts (its ``seed`` field's bound), None if unbounded."""
+    field = getattr(cls, "model_fields", {}).get("seed")
+    out = None
+    for bound in field.metadata if field is not None else ():
+        if getattr(bound, "lt", None) is not None:
+            out = int(bound.lt) - 1
+        if getattr(bound, "le", None) is not None:
+            out = int(bound.le)
+    return out
+
+
+def seed_range_problem(cls, start: int, count: int) -> str | None:
+    """Why seeds ``start … start + count − 1`` do not fit ``cls``'s seed field (None when
+    they do), worded for the flags or keys that set them — never ``seed``, which users do not
+    pass (issue 24)."""
+    top = largest_seed(cls)
+    last = start + count - 1
+    if top is None or last <= top:
+        return None
+    if start > top:
+        return f"{start} is not allowed; seeds go up to {top:,}"
+    return (f"seeds {start} to {last} are not allowed; seeds go up to {top:,}, so at most "
+            f"{top - start + 1:,} seed(s) from {start}")
+
+
 def cells(grids: Sequence[Mapping[str, Sequence]]) -> list[dict]:
     """Grid points (without the seed), in order; duplicates across sub-grids dropped."""
     out, seen = [], set()

@@ -87,6 +87,10 @@ def test_final_without_checkpoints_is_one_line(lab_name, analysis, copy, capsys,
         p.unlink()
     before = digest(lab)
     res = run_main(["analyze", analysis, "--lab", lab], capsys, monkeypatch)
+    # issue 24: the reading check first names the missing checkpoints, in one warning line
+    warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("warning: ")]
+    assert len(warnings) == 1 and "(missing)" in warnings[0] and "rulelab verify" in warnings[0]
+    res.stderr = res.stderr.replace(warnings[0] + "\n", "")
     line = one_error(res, "--epochs", "final checkpoint")
     assert ("stored snapshot epoch (0, 1, 8, 60)" in line) == (lab_name == "m-snap"), line
     assert digest(lab) == before and not (lab / "analyses").exists()
@@ -114,12 +118,14 @@ def test_export_tl_writes_a_model_with_our_logits(copy, capsys, monkeypatch, tmp
     lab = copy("s-snap")
     run_id = Lab(lab).runs_json()[0]["run_id"]
     out = tmp_path / "out" / "m.pt"
-    res = run_main(["export", "tl", run_id, "--lab", lab, "--epoch", "4", "--out", out],
+    # a unique prefix names the run (issue 23), as `rulelab runs --ids` shows it
+    res = run_main(["export", "tl", run_id[:6], "--lab", lab, "--epoch", "4", "--out", out],
                    capsys, monkeypatch)
     assert res.returncode == 0, res.stderr
     assert f"run {run_id} at epoch 4 as TransformerBridge" in res.stdout
-    diff = float(res.stdout.rsplit("val inputs: ", 1)[1])
+    diff = float(res.stdout.rsplit("val inputs: ", 1)[1].split()[0])
     assert diff < 1e-5
+    assert f"load_file({str(out)!r})" in res.stdout  # the loader is printed
     payload = torch.load(out, weights_only=True)
     assert payload["meta"]["run_id"] == run_id and payload["meta"]["epoch"] == 4
     assert load_file(out).cfg.attention_dir == "bidirectional"

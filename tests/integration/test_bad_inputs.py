@@ -39,6 +39,9 @@ from cli_inproc import run_main
 CASE_SECONDS = 120
 # (cases, failed) of this table on the code before issue 12 (0 fail now: every case passes)
 OLD_CODE = (72, 37)
+# issue 24: an unfinished run's corrupt or foreign checkpoint is no longer refused but moved
+# aside and the run restarted (tests/integration/test_verify.py): two cases left the table
+NOW_REPAIRED = ("train-mpsp:corrupt-checkpoint", "train-mpsp:foreign-checkpoint")
 
 TINY = ["--seq-len", "4", "--vocab", "8", "--n-train", "64", "--n-eval", "32", "--epochs", "6",
         "--eval-every", "2", "--layers", "1", "--heads", "1", "--d-model", "16", "--d-mlp", "32"]
@@ -207,12 +210,6 @@ def cases(w: dict) -> list[Case]:
                                                "--lab", s_lab], ("--ratio",), lab=s_lab),
         Case("train-mpsp:layers-not-int", ["train", "mpsp", *TINY, "--layers", "abc",
                                            "--lab", s_lab], ("--layers",), lab=s_lab),
-        Case("train-mpsp:corrupt-checkpoint", ["train", "mpsp", *TINY, "--quiet",
-                                               "--lab", w["bad_ckpt"]], (".pt",),
-             lab=w["bad_ckpt"]),
-        Case("train-mpsp:foreign-checkpoint", ["train", "mpsp", *TINY, "--quiet",
-                                               "--lab", w["foreign"]], (".pt",),
-             lab=w["foreign"]),
         Case("train-mpsp:lab-locked", ["train", "mpsp", *TINY, "--seed-start", "5", "--quiet",
                                        "--lab", w["locked"]], ("sweep.lock",), lab=w["locked"],
              setup=_hold_lock(w["locked"])),
@@ -413,7 +410,7 @@ def test_the_table_covers_every_command():
     for name in ("train-mpsp", "train-modular", "train-digits", "data-mpsp", "data-modular",
                  "reproduce-s", "reproduce-m"):
         assert name in kinds
-    assert len(CASE_IDS) == OLD_CODE[0] == len(set(CASE_IDS))
+    assert len(CASE_IDS) + len(NOW_REPAIRED) == OLD_CODE[0] == len(set(CASE_IDS)) + 2
 
 
 # --- issue 10: --device checked against what torch can use here; no refused run left pending ---

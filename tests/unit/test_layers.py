@@ -38,6 +38,7 @@ LAYERS = [
                                          "rulelab.store", "rulelab.hardware")),
     ("train", ("rulelab.train",)),
     ("sweep, analysis", ("rulelab.sweep", "rulelab.analysis")),
+    ("verify", ("rulelab.verify",)),  # checks a lab and retrains what is damaged (issue 24)
     ("report", ("rulelab.report",)),
     ("studies", ("rulelab.studies",)),
     ("command line", ("rulelab.cli", "rulelab.__main__", "rulelab=", "rulelab.api")),
@@ -184,7 +185,7 @@ def test_no_private_names_of_other_modules(module):
 def test_the_contract_catches_what_it_forbids():
     """Oracle: the checks fire on the pre-issue-9 shapes of the tree."""
     assert layer_of("rulelab.train.runner") < layer_of("rulelab.analysis.stored")
-    assert layer_of("rulelab.studies") == 0 and layer_of("rulelab.studies.x.y") == 5
+    assert layer_of("rulelab.studies") == 0 and layer_of("rulelab.studies.x.y") == 6
     assert study_of("rulelab.studies.coexistence.trainer") == "rulelab.studies.coexistence"
     assert study_of("rulelab.studies") is None
     assert layer_of("rulelab.cli.app") == len(LAYERS) - 1

@@ -6,8 +6,11 @@
     lab.runs                      # one row per run: status, config, summary (upgraded)
     lab.metrics                   # long: run_id, epoch, split, metric, value
     lab.analyses["gradients"]     # a stored table, with the runs' config columns
-    model = lab.model(run_id)     # that run's network: run_with_cache, hooks, .config, .data
+    model = lab.model("ec7154")   # a run (any unique id prefix): TransformerLens-style model
     lab.analyze("ablation", runs=[run_id], epochs="final")   # a DataFrame; the lab untouched
+    lab.where("layers == 2 and ratio > 0.5")                # the runs where that holds
+    lab.curves("acc", "val", by=["layers"])                 # one metric + config columns
+    lab.compare("ec7154", "3f2b9a")                         # two runs' fields side by side
 
 ``runs, metrics = rulelab.load(path)`` still unpacks as before. Reading never writes the lab;
 only ``analyze(..., save=True)`` stores a table.
@@ -21,9 +24,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from rulelab.api.compare_runs import compare
+from rulelab.api.curves import curves
+from rulelab.api.find_runs import query_columns, resolve_run, short_ids, where
 from rulelab.api.run_analysis import run_analysis
 from rulelab.api.run_model import run_model
 from rulelab.api.stored_tables import StoredTables
+from rulelab.errors import UserError
 from rulelab.models.member import MemberModel
 from rulelab.report.views import upgrade_by_task
 from rulelab.store import Lab
@@ -61,11 +68,51 @@ class LoadedLab:
                 f"{f' ({task_names})' if task_names else ''}; analyses: "
                 f"{', '.join(self.analyses) or 'none'})")
 
+    # --- finding and comparing runs (issue 23) --------------------------------------------
+    @property
+    def short_ids(self) -> dict[str, str]:
+        """``{run id: its short id}`` (8 characters, more where two runs share them), as
+        ``rulelab runs --ids`` shows them; any unique prefix names a run here."""
+        return short_ids(self.runs["run_id"])
+
+    def run_id(self, prefix: str) -> str:
+        """The full id of the run ``prefix`` names (one error line when none or several)."""
+        return resolve_run(prefix, list(self.runs["run_id"]), self.path)
+
+    def where(self, expr: str) -> pd.DataFrame:
+        """The rows of ``runs`` where ``expr`` holds (pandas query syntax over the config,
+        run and summary columns: ``"layers == 2 and ratio > 0.5"``)."""
+        return where(self.runs, expr, self._columns(), what="where")
+
+    def curves(self, metric: str, split: str, by: Sequence[str] | None = None, *,
+               where: str | None = None) -> pd.DataFrame:
+        """One metric's curves, ``run_id, *by, epoch, metric, split, value``, with the config
+        columns ``by`` joined (None: those that differ between the runs), for the runs
+        ``where`` selects (all when None)."""
+        runs = self.where(where) if where else self.runs
+        return curves(self.metrics, runs, metric, split, by, self._columns()["config"])
+
+    def compare(self, a: str, b: str) -> pd.DataFrame:
+        """Runs ``a`` and ``b`` (ids or unique prefixes) side by side: every config and
+        summary field, indexed ``(part, field)``, the differing ones first (``differs``)."""
+        a, b = self.run_id(a), self.run_id(b)
+        if a == b:
+            raise UserError(f"compare: {a!r} twice; give two different runs")
+        rows = {r["run_id"]: r for r in self.lab.runs_json()}
+        names = self.short_ids
+        return compare(rows[a], rows[b], names[a], names[b])
+
+    def _columns(self) -> dict[str, list[str]]:
+        return query_columns(self.runs, self.lab.runs_json())
+
+    # --- models and analyses ----------------------------------------------------------------
     def model(self, run_id: str, epoch: int | None = None, *, device: str = "cpu"
               ) -> MemberModel:
-        """The trained network of ``run_id`` (final checkpoint, or the weight snapshot at
-        ``epoch``) without the member axis: ``model(x [batch, …])``, ``run_with_cache``,
-        ``hooks``, ``to_transformer_lens()`` (transformers)."""
+        """The trained network of ``run_id`` (or a unique prefix of it; final checkpoint, or
+        the weight snapshot at ``epoch``) without the member axis: ``model(x [batch, …])``,
+        ``run_with_cache`` (an ``ActivationCache``), ``run_with_hooks``, ``hooks``, ``cfg``,
+        ``W_Q`` … and ``OV``/``QK`` as TransformerLens stacks them, ``to_tokens`` (adds CLS),
+        ``to_transformer_lens()`` (transformers)."""
         model = run_model(self.lab, run_id, epoch, device)
         self._warn()
         return model

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from rulelab.api.find_runs import resolve_runs
 from rulelab.errors import UserError
 from rulelab.store import Lab
 from rulelab.studies import studies
@@ -87,9 +88,7 @@ def run_analysis(lab: Lab, name: str, *, runs: Sequence[str] | None = None,
     values = check_options(analysis, epochs, options)
     if runs is not None:
         runs = [runs] if isinstance(runs, str) else list(runs)
-        unknown = sorted(set(runs) - {r["run_id"] for r in lab.runs_json()})
-        if unknown:
-            raise UserError(f"runs: {', '.join(unknown[:5])} not in {lab.root}")
+        runs = resolve_runs(runs, [r["run_id"] for r in lab.runs_json()], lab.root)
     view = RecordingLab(lab, runs, save)
     with contextlib.nullcontext() if show else quiet_consoles():
         resolve(analysis.run)(view, **values)

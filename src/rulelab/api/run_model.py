@@ -10,6 +10,7 @@ deterministically from its config) and ``.epoch``.
 from __future__ import annotations
 
 from rulelab.analysis.loading import load_ensembles
+from rulelab.api.find_runs import resolve_run
 from rulelab.errors import UserError
 from rulelab.models.member import MemberModel
 from rulelab.store import Lab
@@ -19,13 +20,11 @@ from rulelab.studies import config_from_flat
 
 def run_model(lab: Lab, run_id: str, epoch: int | None = None,
               device: str = "cpu") -> MemberModel:
-    """The model of ``run_id`` at its final checkpoint (``epoch=None``) or a stored snapshot
-    epoch, in eval mode; bad input is one :class:`UserError` line naming what is stored."""
+    """The model of ``run_id`` (or a unique prefix of it) at its final checkpoint
+    (``epoch=None``) or a stored snapshot epoch, in eval mode; bad input is one
+    :class:`UserError` line naming what is stored."""
     rows = {r["run_id"]: r for r in lab.runs_json()}
-    if run_id not in rows:
-        known = ", ".join(list(rows)[:8]) + (" …" if len(rows) > 8 else "")
-        raise UserError(f"run_id: {run_id!r} is not a run of {lab.root} (runs: "
-                        f"{known or 'none'})")
+    run_id = resolve_run(run_id, list(rows), lab.root)  # a unique prefix names a run
     cfg = config_from_flat(rows[run_id]["config"])
     snapshots = lab.snapshot_epochs(run_id)
     if epoch is None and not checkpoint_path(lab.checkpoints_dir, run_id).is_file():

@@ -16,6 +16,7 @@ from rulelab.cli.reproduce import reproduce_command
 from rulelab.cli.scale_map import scale_map_cmd
 from rulelab.cli.sweep import sweep_cmd
 from rulelab.cli.train import data_command, train_command
+from rulelab.cli.verify import verify_cmd
 from rulelab.studies import studies
 
 
@@ -49,6 +50,7 @@ def build_app() -> typer.Typer:
     app.command("status")(status_cmd)
     app.command("scale-map")(scale_map_cmd)
     app.command("calibrate")(calibrate_cmd)
+    app.command("verify")(verify_cmd)
     from rulelab.cli.export import export_app  # issue 10: `rulelab export tl`
 
     app.add_typer(export_app(), name="export")

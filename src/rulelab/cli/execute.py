@@ -94,7 +94,9 @@ def execute(recipe, settings, lab: Path | None, *, command: str, executor=None,
 
     try:
         result = run(recipe, the_lab, settings, executor, progress, command=command,
-                     interleave_seeds=interleave_seeds, on_start=header)
+                     interleave_seeds=interleave_seeds, on_start=header,
+                     on_restart=lambda line: err_console.print(
+                         f"warning: {line}", markup=False, highlight=False, soft_wrap=True))
     except (StoreError, RayUnavailable) as e:  # a damaged checkpoint, a busy lab, a full disk
         raise UserError(str(e)) from None
     return the_lab, result

@@ -17,7 +17,8 @@ import typer
 from rulelab.cli.options import LabOpt, check_out, open_lab, print_warnings
 from rulelab.errors import UserError
 
-RunIdArg = typer.Argument(..., help="the run to export (an id from `rulelab runs --json`)")
+RunIdArg = typer.Argument(..., help="the run to export: its id or a unique prefix (as shown "
+                          "by `rulelab runs --ids`)")
 OutOpt = typer.Option(None, "--out", help="the file to write, ending in .pt (default "
                       "RUN_ID-tl.pt in the current folder)")
 EpochOpt = typer.Option(None, "--epoch", help="a stored weight-snapshot epoch instead of the "
@@ -42,12 +43,15 @@ def tl_cmd(run_id: str = RunIdArg, lab: Path | None = LabOpt, out: Path | None =
     from rulelab.models.transformer import EnsembleTransformer
     from rulelab.store import StoreError
 
-    out = check_out("--out", out or Path(f"{run_id}-tl.pt"), ".pt")
+    if out is not None:
+        out = check_out("--out", out, ".pt")
     if epoch is not None and epoch < 0:
         raise UserError(f"--epoch: {epoch} is not allowed; give a stored snapshot epoch ≥ 0")
     the_lab = open_lab(lab, create=False)
     try:
-        model = run_model(the_lab, run_id, epoch)
+        model = run_model(the_lab, run_id, epoch)  # a prefix is resolved to the full id
+        run_id = model.run_id
+        out = out or check_out("--out", Path(f"{run_id}-tl.pt"), ".pt")
         if not isinstance(model.ensemble, EnsembleTransformer):
             raise UserError(f"RUN_ID: run {run_id} is a {type(model.ensemble).__name__}; only "
                             "transformer runs (EnsembleTransformer) have a TransformerLens "
@@ -65,6 +69,9 @@ def tl_cmd(run_id: str = RunIdArg, lab: Path | None = LabOpt, out: Path | None =
         print_warnings(the_lab)
     print(f"wrote {out}: run {run_id} at epoch {model.epoch} as {type(tl_model).__name__}; "
           f"max |Δ logit| vs rulelab on {len(x)} val inputs: {diff.abs().max().item():.2e}")
+    print(f"load it: from rulelab.models.tl_export import load_file; model = "
+          f"load_file({str(out)!r}) — feed tokens with CLS ({model.ensemble.cls_token}) first; "
+          "logits at position 0")
 
 
 def export_app() -> typer.Typer:

@@ -27,19 +27,37 @@ def runs_cmd(
     lab: Path | None = LabOpt,
     as_json: bool = typer.Option(False, "--json", help="print a JSON array with one "
                                  "object per run (its config, status and summary)"),
+    ids: bool = typer.Option(False, "--ids", help="one row per run instead, led by its short "
+                             "id (any unique prefix names the run elsewhere)"),
+    where_expr: str | None = typer.Option(None, "--where", help="only the runs where this "
+                                          "holds, in pandas query syntax over the config "
+                                          "columns: \"layers == 2 and ratio > 0.5\""),
 ) -> None:
-    """One row per configuration: seeds, generalization rate, 95% Wilson CI."""
-    from rulelab.report.terminal import console, print_rate_table
+    """One row per configuration: seeds, generalization rate, 95% Wilson CI (--ids: one row
+    per run, with its id)."""
+    from rulelab.api.find_runs import config_columns, query_columns, short_ids, where
+    from rulelab.report.terminal import console, print_rate_table, print_run_list
     from rulelab.store import StoreError
 
     the_lab = open_lab(lab, create=False)
     try:
-        if as_json:
-            print(json.dumps([_clean(r) for r in the_lab.runs_json()], indent=1))
-            the_lab.check_metrics_files(the_lab.runs())
-            return
+        rows = the_lab.runs_json()
         runs = the_lab.runs()
+        runs = where(runs, where_expr, query_columns(runs, rows))  # all without --where
+        if as_json:
+            picked = set(runs["run_id"])
+            print(json.dumps([_clean(r) for r in rows if r["run_id"] in picked], indent=1))
+            the_lab.check_metrics_files(runs)
+            return
         the_lab.check_metrics_files(runs)
+        if where_expr and runs.empty:
+            console.print(f"no runs match --where {where_expr!r}", markup=False,
+                          highlight=False)
+            return
+        if ids:
+            print_run_list(console, runs, config_columns(rows),
+                           short_ids(r["run_id"] for r in rows))
+            return
         print_rate_table(console, runs, metrics=partial(the_lab.read_metrics,  # old labs
                                                         skip_damaged=True))
     except StoreError as e:

@@ -19,7 +19,7 @@ import typer
 from rulelab.cli import options
 from rulelab.cli.commands import command, field_option, is_bool, list_flags
 from rulelab.errors import UserError
-from rulelab.grid import check_size
+from rulelab.grid import check_size, seed_range_problem
 from rulelab.settings import Settings
 
 KW = inspect.Parameter.KEYWORD_ONLY
@@ -104,6 +104,9 @@ def train(task, ex: dict, values: dict) -> None:
     base = {k: (v[0] if isinstance(v, list) else v) for k, v in values.items() if k not in grid}
     base = {k: v for k, v in base.items() if v is not None or k in task.defaults}
     seeds = range(ex["seed_start"], ex["seed_start"] + ex["seeds"])
+    if why := seed_range_problem(task.config, ex["seed_start"], ex["seeds"]):
+        alone = why.startswith(f"{ex['seed_start']} ")  # the first seed is out of range
+        raise UserError(f"{'--seed-start' if alone else '--seed-start/--seeds'}: {why}")
     settings = Settings(device=ex["device"], precision=ex["precision"],
                         max_members=ex["max_members"], checkpoint_every=ex["checkpoint_every"],
                         micro_batch=ex["micro_batch"], memory_gib=ex["memory_gib"],

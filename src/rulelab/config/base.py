@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from types import UnionType
 from typing import ClassVar, Literal, Union, get_args, get_origin
 
@@ -51,7 +52,20 @@ class StrictTypes(BaseModel):
                                  f"must be {what}, not a boolean")
             if not isinstance(value, bool) and kinds == {bool}:
                 raise ValueError(f"{flag}: {value!r} is not allowed; use true or false")
+            if float in kinds and _not_finite(value):  # else "nan" fails a bound, misleadingly
+                raise ValueError(f"{flag}: {str(value).strip().lower()} is not allowed; it is "
+                                 "not a number (give a finite value)")
         return data
+
+
+def _not_finite(value) -> bool:
+    """``nan``/``inf`` as a float or as the text pydantic would read as one."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return False
+    return isinstance(value, float) and not math.isfinite(value)
 
 
 def _kinds(annotation) -> set:

@@ -6,6 +6,10 @@ activations ``[E, batch, …]``. A researcher looking at one run wants ``[batch,
 and ``hooks`` take and give tensors of that member alone, under the same TransformerLens-style
 hook names (:mod:`rulelab.models.hooks`). A hook function sees ``[batch, …]`` and may return a
 replacement of that shape, which is written back into that member's slot only.
+
+For a transformer it also reads as a TransformerLens model (:mod:`rulelab.models.tl_face`):
+``cfg``, ``W_Q`` … stacked over layers, ``OV`` / ``QK``, ``to_tokens``, ``run_with_hooks``; and
+``run_with_cache`` gives an :class:`~rulelab.models.activation_cache.ActivationCache`.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ import torch
 from torch import nn
 
 from rulelab.errors import UserError
+from rulelab.models.activation_cache import ActivationCache
 from rulelab.models.hooks import HookedEnsemble, HookFn, HookPoint, NameFilter
+from rulelab.models.tl_face import TransformerLensFace
 
 
-class MemberModel(nn.Module):
+class MemberModel(TransformerLensFace, nn.Module):
     """Member ``member`` of ``ensemble`` as a model: ``x [batch, …]`` → logits ``[batch, k]``.
 
     ``config`` is the run's config (``model.config.layers``, …); ``data`` the run's data with
@@ -39,7 +45,9 @@ class MemberModel(nn.Module):
 
     # --- the member axis in and out --------------------------------------------------------
     def stack(self, x: torch.Tensor) -> torch.Tensor:
-        """``[batch, …]`` → ``[E, batch, …]``: the same input in every member's slot."""
+        """``[batch, …]`` → ``[E, batch, …]``: the same input in every member's slot (tokens
+        with CLS first, :meth:`to_tokens`, are taken as their inputs)."""
+        x = self.to_input(x)
         E = ensemble_size(self.ensemble)
         return x.unsqueeze(0).expand(E, *x.shape)
 
@@ -68,11 +76,14 @@ class MemberModel(nn.Module):
             yield self
 
     def run_with_cache(self, x: torch.Tensor, *, names_filter: NameFilter = None,
-                       detach: bool = True) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``(logits [batch, k], {hook name: activation [batch, …]})``."""
+                       detach: bool = True) -> tuple[torch.Tensor, ActivationCache]:
+        """``(logits [batch, k], {hook name: activation [batch, …]})``; the cache is a dict
+        with TransformerLens' ``accumulated_resid``, ``decompose_resid``,
+        ``stack_head_results``."""
         logits, cache = self.hooked.run_with_cache(self.stack(x), names_filter=names_filter,
                                                    detach=detach)
-        return logits[self.member], {k: v[self.member] for k, v in cache.items()}
+        return logits[self.member], ActivationCache(
+            {k: v[self.member] for k, v in cache.items()}, self)
 
     def _on_member(self, fn: HookFn) -> HookFn:
         e = self.member

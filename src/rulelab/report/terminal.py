@@ -36,6 +36,25 @@ def print_rate_table(out: Console, runs: pd.DataFrame, *, metrics=None) -> None:
             out.print(line, markup=False, highlight=False)
 
 
+def print_run_list(out: Console, runs: pd.DataFrame, config_columns: list[str],
+                   short: dict[str, str]) -> None:
+    """``rulelab runs --ids``: one row per run (:func:`rulelab.report.run_list.run_list`)."""
+    from rulelab.report.run_list import run_list
+
+    if runs.empty:
+        out.print("no runs match" if short else "no runs in this lab yet")
+        return
+    head, rows = run_list(runs, config_columns, short)
+    grid = Table(title=f"{len(rows)} run{'s' if len(rows) != 1 else ''}", header_style="bold")
+    for h in head:
+        grid.add_column(escape(h), justify="left" if h == "id" else "right")
+    for row in rows:
+        grid.add_row(*map(escape, row))
+    out.print(grid)
+    out.print(f"a run is named by its id or any unique prefix: lab.model({rows[0][0]!r}), "
+              f"rulelab export tl {rows[0][0]}", markup=False, highlight=False, style="dim")
+
+
 def print_frame(title: str, frame: pd.DataFrame, digits: int = 3, *,
                 out: Console | None = None) -> None:
     """A DataFrame as a rich table (floats to ``digits`` significant digits)."""

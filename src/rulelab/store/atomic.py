@@ -35,6 +35,10 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     fd, tmp = _locked_temp(path)
     try:
         with os.fdopen(fd, "wb") as f:
+            # mkstemp makes 0600 files; give the mode the registry got from the umask, so whoever
+            # may read the lab may read its data (issue 24)
+            with contextlib.suppress(OSError):
+                os.fchmod(f.fileno(), new_file_mode())
             write(f)
             f.flush()
             os.fsync(f.fileno())
@@ -43,6 +47,17 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
         tmp.unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+
+
+def new_file_mode() -> int:
+    """The mode ``open()`` gives a new file under the current umask (0666 & ~umask)."""
+    with contextlib.suppress(OSError, ValueError):  # Linux: read it without changing it
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    mask = os.umask(0o022)  # elsewhere reading it means setting it: set straight back
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def _locked_temp(path: Path) -> tuple[int, Path]:

@@ -2,12 +2,14 @@
 
 Layout::
 
-    <lab>/registry.sqlite          runs: config, status, summary, code version, device
+    <lab>/registry.sqlite          runs: config, status, summary, code version, device;
+                                   run_files: hashes of each finished run's files and summary
     <lab>/metrics/<run_id>.parquet metric time series (long format)
     <lab>/checkpoints/<run_id>.pt  resumable training state
     <lab>/analyses/<name>/<key>.parquet  analysis results (tidy tables)
     <lab>/snapshots/<run_id>/<epoch>.pt  weights at chosen epochs (opt-in)
     <lab>/sweep.lock               held by the command writing runs (train, sweep)
+    <lab>/damaged/…                files moved aside by a restart or `verify --repair`
 
 The lab is found by :func:`resolve_lab` (explicit path, else ``$RULELAB_HOME``, else
 ``./rulelab-runs``). Nothing is created on disk until ``Lab(..., create=True)``, and nothing
@@ -16,7 +18,9 @@ read-only lab (a read-only mount, read-only files) can be read (:attr:`Lab.read_
 
 Damaged contents do not stop reading: a registry row that cannot be trusted, or a metrics
 file that does not read (where the caller allows it), is left out and described in
-:attr:`Lab.warnings`, one line each, for the command to print.
+:attr:`Lab.warnings`, one line each, for the command to print. Listing runs first checks each
+finished run's summary and files against their recorded hashes (:mod:`.integrity`, issue 24):
+what is damaged is named in one line pointing to ``rulelab verify`` and left out.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rulelab.store import checkpoints, metrics, tables
+from rulelab.store import checkpoints, digests, integrity, metrics, tables
 from rulelab.store.errors import StoreError, read_only, write_errors
 from rulelab.store.lock import creation_lock
 from rulelab.store.paths import folder_problem, writable
@@ -87,6 +91,7 @@ class Lab:
         self.analyses_dir = self.root / "analyses"
         self._registry = Registry(self.registry_path)
         self.warnings: list[str] = []  # damaged contents met while reading, one line each
+        self._damage: list[integrity.Damage] | None = None  # found by the first listing
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"lab path {self.root} exists and is not a directory")
         if not self.root.exists():
@@ -122,6 +127,11 @@ class Lab:
         return f"Lab({str(self.root)!r})"
 
     @property
+    def registry(self) -> Registry:
+        """The registry itself, for ``rulelab verify`` (commands use the methods below)."""
+        return self._registry
+
+    @property
     def read_only(self) -> bool:
         """Whether this process cannot write the lab (a read-only mount or read-only files)."""
         return self.root.exists() and not (writable(self.root) and self._registry.writable)
@@ -146,7 +156,9 @@ class Lab:
         return self._registry.statuses(run_ids)
 
     def mark_running(self, run_ids: list[str], device: str) -> None:
-        """Set status ``running`` and record ``device`` and :func:`code_version`."""
+        """Set status ``running`` and record ``device`` and :func:`code_version`; the runs'
+        file hashes are forgotten until they finish again."""
+        self._registry.forget_stamps(run_ids)
         self._registry.update(
             run_ids, status="running", device=device, code_version=code_version(), error=None
         )
@@ -156,20 +168,51 @@ class Lab:
         self._registry.update(run_ids, status="pending")
 
     def mark_done(self, run_id: str, summary: dict) -> None:
-        self._registry.update([run_id], status="done", summary_json=to_json(summary), error=None)
+        text = to_json(summary)
+        self._registry.update([run_id], stamps=self.file_stamps(run_id, text), status="done",
+                              summary_json=text, error=None)
 
     def mark_failed(self, run_id: str, reason: str, summary: dict | None = None) -> None:
         """Set status ``failed`` with ``reason``; the stored summary is kept unless given."""
         fields: dict[str, object] = {"status": "failed", "error": reason}
-        if summary is not None:
-            fields["summary_json"] = to_json(summary)
-        self._registry.update([run_id], **fields)
+        text = None if summary is None else to_json(summary)
+        if text is not None:
+            fields["summary_json"] = text
+        self._registry.update([run_id], stamps=self.file_stamps(run_id, text), **fields)
+
+    def file_stamps(self, run_id: str, summary_text: str | None) -> dict:
+        """The hashes of a run's files as its worker left them, and of its summary text."""
+        out = {"metrics": digests.file_stamp(metrics.metrics_path(self.metrics_dir, run_id)),
+               "checkpoint": digests.file_stamp(checkpoints.checkpoint_path(
+                   self.checkpoints_dir, run_id))}
+        if summary_text is not None:
+            out["summary"] = digests.text_stamp(summary_text)
+        return out
+
+    def stamps(self) -> dict[tuple[str, str], digests.Stamp]:
+        """Every recorded hash, ``{(run_id, kind): Stamp}``."""
+        return self._registry.stamps()
 
     def _rows(self) -> list[dict]:
-        """The registry rows that can be trusted; the others become warnings."""
-        return self._registry.rows(
+        """The registry rows that can be trusted; the others become warnings. The first call
+        checks each run's summary and files against their hashes (:mod:`.integrity`): one
+        warning line names what is damaged, and runs with a damaged summary are left out."""
+        rows = self._registry.rows(
             on_bad=lambda run_id, why: self.warn(f"run {run_id} is unreadable and left out: "
-                                                 f"{why}"))
+                                                 f"{why}; see `rulelab verify`"))
+        if self._damage is None:
+            stamps = self._registry.stamps()
+            self._damage = [d for r in rows for d in integrity.row_damage(
+                r, stamps, metrics.metrics_path(self.metrics_dir, r["run_id"]),
+                checkpoints.checkpoint_path(self.checkpoints_dir, r["run_id"]))]
+            if self._damage:
+                self.warn(integrity.warning_line(self._damage, self.root))
+        hidden = self._damaged("summary")
+        return [r for r in rows if r["run_id"] not in hidden]
+
+    def _damaged(self, kind: str) -> set[str]:
+        """Ids of the runs whose ``kind`` the reading check found damaged (and named)."""
+        return {d.run_id for d in self._damage or () if d.kind == kind}
 
     def runs(self) -> pd.DataFrame:
         """One row per run: the registry columns, then each config key, then each summary key
@@ -201,20 +244,29 @@ class Lab:
     def read_metrics(self, run_ids: list[str] | None = None, *,
                      skip_damaged: bool = False) -> pd.DataFrame:
         """Metric rows of ``run_ids`` (all when None). A file that does not read raises
-        :class:`StoreError`, or with ``skip_damaged`` is left out with a warning."""
+        :class:`StoreError`, or with ``skip_damaged`` is left out with a warning; one the
+        reading check named (its hash differs) is left out."""
         on_bad = (lambda path, why: self.warn(f"metrics file {path} is damaged and left out "
-                                              f"({why})")) if skip_damaged else None
+                                              f"({why}); see `rulelab verify`")
+                  ) if skip_damaged else None
+        if damaged := self._damaged("metrics"):  # named already: their curves are left out
+            if run_ids is None:
+                run_ids = sorted(p.stem for p in self.metrics_dir.glob("*.parquet"))
+            run_ids = [r for r in run_ids if r not in damaged]
         return metrics.read_metrics(self.metrics_dir, run_ids, on_bad=on_bad)
 
     def check_metrics_files(self, runs: pd.DataFrame) -> list[str]:
         """Ids of the ``done`` runs in ``runs`` without a metrics file; warns when any."""
         done = runs.loc[runs["status"] == "done", "run_id"] if len(runs) else []
-        missing = [r for r in done if not metrics.metrics_path(self.metrics_dir, r).is_file()]
+        named = self._damaged("metrics")  # in the reading check's line already
+        missing = [r for r in done if r not in named
+                   and not metrics.metrics_path(self.metrics_dir, r).is_file()]
         if missing:
             shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more"
                                               if len(missing) > 5 else "")
             self.warn(f"{len(missing)} finished run(s) have no metrics file in "
-                      f"{self.metrics_dir} (their curves are missing): {shown}")
+                      f"{self.metrics_dir} (their curves are missing): {shown}; see `rulelab "
+                      "verify`")
         return missing
 
     # --- checkpoints -------------------------------------------------------------------------
@@ -222,6 +274,13 @@ class Lab:
         checkpoints.save_checkpoint(self.checkpoints_dir, run_id, state)
 
     def load_checkpoint(self, run_id: str) -> dict | None:
+        """The run's checkpoint; one the reading check named damaged is refused (an analysis
+        of wrong weights would look like a finding)."""
+        if run_id in self._damaged("checkpoint"):
+            path = checkpoints.checkpoint_path(self.checkpoints_dir, run_id)
+            raise StoreError(f"checkpoint {path} is damaged (its hash differs from the one "
+                             f"recorded); `rulelab verify --repair --lab {self.root}` retrains "
+                             "that run")
         return checkpoints.load_checkpoint(self.checkpoints_dir, run_id)
 
     def delete_checkpoint(self, run_id: str) -> None:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
+
+DAMAGED_DIR = "damaged"  # where unusable lab files are moved (issue 24): never deleted
 
 
 def nearest_existing(path: Path) -> Path:
@@ -50,3 +53,18 @@ def file_problem(path: str | Path) -> str | None:
 def writable(path: str | Path) -> bool:
     """Whether the process may write ``path`` (False on a read-only mount, even for root)."""
     return os.access(path, os.W_OK)
+
+
+def move_aside(root: Path, path: Path) -> Path:
+    """Move ``path`` (inside lab ``root``) into ``<root>/damaged/`` under its relative folder,
+    stamped with the time and never over another file; returns where it went."""
+    rel = path.relative_to(root)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    target = root / DAMAGED_DIR / rel.parent / f"{rel.name}.{stamp}"
+    n = 0
+    while target.exists():
+        n += 1
+        target = target.with_name(f"{rel.name}.{stamp}.{n}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(path, target)
+    return target

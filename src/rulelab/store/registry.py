@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rulelab.config.base import stable_hash
+from rulelab.store import digests
 from rulelab.store.errors import StoreError, first_line, low_on_space, no_space, read_only
 from rulelab.store.paths import writable
 
@@ -220,20 +221,46 @@ class Registry:
 
     # --- writes ------------------------------------------------------------------------------
     def insert_pending(self, runs: list[tuple[str, dict]], experiment: str) -> None:
+        """A pending row for each new run, with a copy of its config text (issue 24); an
+        existing row whose stored config was damaged gets it back, and is trained again when
+        its summary does not read either (what the caller names is the truth: it hashes to the
+        run id)."""
         stamp = now_utc()
         rows = [
             (run_id, experiment, config.get("task"), "pending", to_json(config), stamp, stamp)
             for run_id, config in runs
         ]
         with self.connect() as conn, conn:
+            digests.ensure_table(conn)
             conn.executemany(
                 "INSERT OR IGNORE INTO runs (run_id, experiment, task, status, config_json, "
                 "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
+            for run_id, _, _, _, text, _, _ in rows:  # the caller's text hashes to the run id
+                digests.put(conn, run_id, "config", digests.text_stamp(text, keep=True))
+                self._restore_config(conn, run_id, text, stamp)
 
-    def update(self, run_ids: list[str], **fields: object) -> None:
-        """Set ``fields`` (and ``updated_at``) on every listed run; all ids must exist."""
+    @staticmethod
+    def _restore_config(conn: sqlite3.Connection, run_id: str, text: str, stamp: str) -> None:
+        row = conn.execute("SELECT config_json, summary_json FROM runs WHERE run_id = ?",
+                           (run_id,)).fetchone()
+        record = {"run_id": run_id, "config_json": row[0], "summary_json": row[1]}
+        if _decode(record) is None:
+            return
+        conn.execute("UPDATE runs SET config_json = ?, updated_at = ? WHERE run_id = ?",
+                     (text, stamp, run_id))
+        record = {"run_id": run_id, "config_json": text, "summary_json": row[1]}
+        if _decode(record) is not None:  # its summary is lost too: train it again
+            conn.execute("UPDATE runs SET status = 'pending', summary_json = NULL WHERE "
+                         "run_id = ?", (run_id,))
+            conn.execute("DELETE FROM run_files WHERE run_id = ? AND kind != 'config'",
+                         (run_id,))
+
+    def update(self, run_ids: list[str], stamps: dict[str, digests.Stamp | None] | None = None,
+               **fields: object) -> None:
+        """Set ``fields`` (and ``updated_at``) on every listed run; all ids must exist. With
+        ``stamps`` (one run), record those hashes in the same transaction (None forgets one)."""
         fields["updated_at"] = now_utc()
         assignments = ", ".join(f"{name} = ?" for name in fields)
         values = list(fields.values())
@@ -248,6 +275,18 @@ class Registry:
             ]
             if missing:
                 raise StoreError(f"unknown run id(s) in {self.path}: {', '.join(missing[:5])}")
+            if stamps:
+                digests.ensure_table(conn)
+                for run_id in run_ids:
+                    for kind, stamp in stamps.items():
+                        digests.put(conn, run_id, kind, stamp)
+
+    def forget_stamps(self, run_ids: list[str]) -> None:
+        """Drop the file hashes of runs about to be trained again (their config copy stays)."""
+        with self.connect() as conn, conn:
+            if digests.has_table(conn):
+                conn.executemany("DELETE FROM run_files WHERE run_id = ? AND kind != 'config'",
+                                 [(r,) for r in run_ids])
 
     # --- reads -------------------------------------------------------------------------------
     def statuses(self, run_ids: list[str] | None = None) -> dict[str, str]:
@@ -265,6 +304,11 @@ class Registry:
                     ).fetchall()
         return {row["run_id"]: row["status"] for row in rows}
 
+    def stamps(self) -> dict[tuple[str, str], digests.Stamp]:
+        """Every recorded hash, ``{(run_id, kind): Stamp}`` (:mod:`rulelab.store.digests`)."""
+        with self.reading() as conn:
+            return digests.read_all(conn)
+
     def rows(self, on_bad: Callable[[str, str], None] | None = None) -> list[dict]:
         """All readable rows as dicts, oldest first, with ``config``/``summary`` decoded from
         JSON. A row that cannot be trusted is left out and ``on_bad(run_id, why)`` called."""
@@ -273,6 +317,7 @@ class Registry:
         out = []
         for row in rows:
             record = dict(row)
+            record["summary_text"] = record["summary_json"]  # as stored: for its hash
             why = _decode(record)
             if why is None:
                 out.append(record)

@@ -7,8 +7,8 @@ not yet finished, hands chunk specs to an executor and records what comes back (
 when a chunk starts, then ``done`` or ``failed`` with its reason; a chunk lost with its worker
 goes back to ``pending``). A lock file (``<lab>/sweep.lock``, released by the OS if the driver
 dies; ``rulelab train`` takes it too) keeps two writers off one lab and tells ``rulelab status``
-whether a sweep is active. Before it takes the lock it reads every unfinished run's checkpoint,
-so a damaged one is one error line and the lab is left as it was.
+whether a sweep is active. Before it takes the lock it reads every unfinished run's checkpoint;
+a damaged one is moved aside into ``<lab>/damaged/`` and its run restarts (and says so).
 
 Re-running a sweep continues it: finished runs are skipped, the others resume from their last
 per-run checkpoint, regrouped by epoch. A run's numbers do not depend on its chunk, so a sweep
@@ -18,6 +18,7 @@ killed at any point and re-run ends with the metrics of an uninterrupted one.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from rulelab.store import Lab, StoreError
 from rulelab.store.atomic import remove_stale_temp_files
 from rulelab.store.errors import first_line
 from rulelab.store.lock import lab_lock, lock_holder
+from rulelab.store.paths import move_aside
 from rulelab.store.registry import Registry
 from rulelab.sweep.chunk import ChunkSpec, LabFiles, RunOutcome, checkpoint_epoch
 from rulelab.sweep.estimate import memory_budget
@@ -73,13 +75,30 @@ def _resume_epoch(files: LabFiles, run_id: str) -> int:
                          "from the start") from None
 
 
-def check_checkpoints(lab: Lab, configs) -> None:
-    """Read the checkpoint of every unfinished run of ``configs`` (a damaged or foreign one
-    raises :class:`StoreError` naming it) — before anything is written."""
+def unusable_checkpoints(lab: Lab, configs) -> dict[str, str]:
+    """The unfinished runs of ``configs`` whose checkpoint does not load as a rulelab state
+    (damaged, truncated, foreign): ``{run_id: why}``. Read before anything is written."""
     statuses = lab.statuses([c.run_id for c in configs])
+    out = {}
     for c in configs:
         if statuses.get(c.run_id) not in FINISHED:
-            lab.load_checkpoint(c.run_id)
+            try:
+                lab.load_checkpoint(c.run_id)
+            except StoreError as err:
+                out[c.run_id] = str(err).split("; move it away")[0]
+    return out
+
+
+def restart(lab: Lab, unusable: dict[str, str]) -> list[str]:
+    """Move the unusable checkpoints aside (``<lab>/damaged/``) so their runs train from the
+    start: deterministic, they end as an uninterrupted run would (issue 24); one line each."""
+    lines = []
+    for run_id, why in unusable.items():
+        path = lab.checkpoints_dir / f"{run_id}.pt"
+        if path.exists():
+            aside = move_aside(lab.root, path)
+            lines.append(f"run {run_id} restarts from the start: {why} (moved to {aside})")
+    return lines
 
 
 def chunk_specs(plan: Plan, lab: Lab, settings: Settings) -> list[ChunkSpec]:
@@ -90,20 +109,25 @@ def chunk_specs(plan: Plan, lab: Lab, settings: Settings) -> list[ChunkSpec]:
 
 def run(recipe: Recipe, lab: Lab, settings: Settings, executor=None, progress=None, *,
         command: str = "sweep", interleave_seeds: bool = True,
-        on_start: Callable[[Plan], None] | None = None) -> SweepResult:
+        on_start: Callable[[Plan], None] | None = None,
+        on_restart: Callable[[str], None] | None = None) -> SweepResult:
     """Train every unfinished run of ``recipe`` into ``lab`` with ``executor`` (default:
     in this process). ``command`` names the lock's holder (``train``, ``reproduce``,
     ``sweep``); ``interleave_seeds`` is the planner's packing order
     (:func:`rulelab.sweep.planner.plan_chunks`); ``on_start(plan)`` is called once the lab's
-    lock is held and the runs are registered (a refused command prints nothing else)."""
+    lock is held and the runs are registered (a refused command prints nothing else);
+    ``on_restart(line)`` (default: a Python warning) hears of each unfinished run whose
+    checkpoint was unusable and that therefore trains from the start."""
     from rulelab.sweep.executors import LocalExecutor
     from rulelab.sweep.progress import SweepProgress
 
     executor = executor or LocalExecutor()
     progress = progress or SweepProgress()
     configs = recipe.configs()
-    check_checkpoints(lab, configs)
+    unusable = unusable_checkpoints(lab, configs)
     with sweep_lock(lab, recipe.experiment, command):
+        for line in restart(lab, unusable):
+            (on_restart or _warn)(line)
         lab.register([(c.run_id, c.flat()) for c in configs], recipe.experiment)
         # Runs a killed sweep left 'running': under the lock nothing runs them, so they are
         # pending until their chunk starts (`rulelab status` counts what really runs).
@@ -121,6 +145,10 @@ def run(recipe: Recipe, lab: Lab, settings: Settings, executor=None, progress=No
         finally:
             progress.end()
     return result
+
+
+def _warn(line: str) -> None:
+    warnings.warn(line, stacklevel=3)
 
 
 run_sweep = run  # the name the sweep tests and notebooks use

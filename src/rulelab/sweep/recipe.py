@@ -32,7 +32,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from rulelab.grid import MAX_RUNS, cells, expand
+from rulelab.grid import MAX_RUNS, cells, expand, seed_range_problem
 from rulelab.settings import Settings
 from rulelab.studies import tasks
 from rulelab.sweep.yaml_lines import (
@@ -145,6 +145,8 @@ def parse_recipe(text: str, path: Path) -> Recipe:
                 raise lines.error(path_, "also set in base; set a key in base or in grid, "
                                   "not both")
     seeds = _seeds(data.get("seeds", 1), lines)
+    if why := seed_range_problem(cls, min(seeds), max(seeds) - min(seeds) + 1):
+        raise lines.error(("seeds",), why)  # named by the seeds key, not a "seed" field
     n_runs = sum(math.prod(len(v) for v in grid.values()) for grid in grids) * len(seeds)
     if n_runs > MAX_RUNS:
         raise lines.error(("grid",) if "grid" in data else ("seeds",),
