@@ -17,3 +17,10 @@ def run_main(argv, capsys, monkeypatch) -> subprocess.CompletedProcess:
         rc = e.code or 0
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess(argv, rc, out, err)
+
+
+class NoCapture:
+    """A ``capsys`` stand-in for :func:`run_main` in module-scoped fixtures, which have none."""
+
+    def readouterr(self):
+        return "", ""

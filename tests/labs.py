@@ -27,6 +27,17 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
+def loaded_copy(lab_path: Path, tmp_path: Path):
+    """``rulelab.load`` of a fresh copy of ``lab_path`` under ``tmp_path`` (a test may write)."""
+    import shutil
+
+    import rulelab
+
+    copy = tmp_path / "lab"
+    shutil.copytree(lab_path, copy)
+    return rulelab.load(copy)
+
+
 def sweep(recipe_path: Path, lab_path: Path, progress=None, **overrides) -> Lab:
     """Run the recipe into ``lab_path`` in this process with the local executor."""
     recipe = load_recipe(recipe_path)
@@ -70,6 +81,22 @@ def statuses(lab: Path) -> list[str]:
             return [s for (s,) in conn.execute("SELECT status FROM runs")]
     except sqlite3.Error:
         return []
+
+
+def run_ids(lab: Path) -> list[str]:
+    """The registry's run ids, sorted."""
+    from contextlib import closing
+
+    with closing(sqlite3.connect(lab / "registry.sqlite")) as conn:
+        return [r[0] for r in conn.execute("SELECT run_id FROM runs ORDER BY run_id")]
+
+
+def execute_sql(lab: Path, sql: str, *args) -> None:
+    """Run one statement on the registry and commit: how tests damage a lab's rows."""
+    from contextlib import closing
+
+    with closing(sqlite3.connect(lab / "registry.sqlite")) as conn, conn:
+        conn.execute(sql, args)
 
 
 def n_checkpoints(lab: Path) -> int:

@@ -10,24 +10,18 @@ from __future__ import annotations
 
 import re
 import shutil
-import sqlite3
-from contextlib import closing
-from pathlib import Path
 
 import pytest
 import torch
 
-from cli_inproc import run_main
+from cli_inproc import NoCapture, run_main
+from labs import execute_sql, run_ids
 
 TINY = ["--seq-len", "4", "--vocab", "8", "--n-train", "64", "--n-eval", "32", "--epochs", "6",
         "--eval-every", "2", "--layers", "1", "--heads", "1", "--d-model", "16", "--d-mlp", "32"]
 M_TINY = ["--p", "11", "--width", "8", "--epochs", "12", "--eval-every", "5",
           "--log-eval-steps", "3"]
 
-
-class _NoCapture:
-    def readouterr(self):
-        return "", ""
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +33,7 @@ def trained(tmp_path_factory):
     try:
         for argv in (["train", "mpsp", *TINY, "--seeds", "3", "--lab", base / "s"],
                      ["train", "modular", *M_TINY, "--seeds", "2", "--lab", base / "m"]):
-            assert run_main([*argv, "--quiet"], _NoCapture(), mp).returncode == 0
+            assert run_main([*argv, "--quiet"], NoCapture(), mp).returncode == 0
     finally:
         mp.undo()
     return base
@@ -63,23 +57,13 @@ def _cwd(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
-def _ids(lab: Path) -> list[str]:
-    with closing(sqlite3.connect(lab / "registry.sqlite")) as conn:
-        return [r[0] for r in conn.execute("SELECT run_id FROM runs ORDER BY run_id")]
-
-
-def _sql(lab: Path, sql: str, *args) -> None:
-    with closing(sqlite3.connect(lab / "registry.sqlite")) as conn, conn:
-        conn.execute(sql, args)
-
-
 def _warnings(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("warning: ")]
 
 
 def test_report_skips_a_corrupt_metrics_file_and_names_it(s_lab, capsys, monkeypatch):
     """Before: ``report`` raised on the first damaged file and wrote nothing."""
-    bad = s_lab / "metrics" / f"{_ids(s_lab)[0]}.parquet"
+    bad = s_lab / "metrics" / f"{run_ids(s_lab)[0]}.parquet"
     bad.write_bytes(b"not parquet" * 10)
     out = s_lab.parent / "r.html"
     res = run_main(["report", "--lab", s_lab, "--out", out], capsys, monkeypatch)
@@ -91,7 +75,7 @@ def test_report_skips_a_corrupt_metrics_file_and_names_it(s_lab, capsys, monkeyp
 
 def test_a_deleted_metrics_file_is_named_by_runs_and_report(s_lab, capsys, monkeypatch):
     """Before: the run silently vanished from the report's curves."""
-    gone = _ids(s_lab)[1]
+    gone = run_ids(s_lab)[1]
     (s_lab / "metrics" / f"{gone}.parquet").unlink()
     for argv in (["runs", "--lab", s_lab], ["runs", "--json", "--lab", s_lab],
                  ["report", "--lab", s_lab, "--out", s_lab.parent / "r.html"]):
@@ -103,8 +87,8 @@ def test_a_deleted_metrics_file_is_named_by_runs_and_report(s_lab, capsys, monke
 
 def test_a_changed_byte_in_a_summary_leaves_that_run_out(s_lab, capsys, monkeypatch):
     """Before: every read command died with a JSONDecodeError."""
-    run = _ids(s_lab)[0]
-    _sql(s_lab, "UPDATE runs SET summary_json = substr(summary_json, 1, 20) || '#' || "
+    run = run_ids(s_lab)[0]
+    execute_sql(s_lab, "UPDATE runs SET summary_json = substr(summary_json, 1, 20) || '#' || "
          "substr(summary_json, 22) WHERE run_id = ?", run)
     for argv in (["runs", "--lab", s_lab], ["status", "--lab", s_lab],
                  ["report", "--lab", s_lab, "--out", s_lab.parent / "r.html"]):
@@ -118,8 +102,8 @@ def test_a_changed_byte_in_a_summary_leaves_that_run_out(s_lab, capsys, monkeypa
 
 def test_a_changed_byte_in_a_config_is_caught_by_the_run_id(s_lab, capsys, monkeypatch):
     """Before: accepted silently (``runs`` showed a cell with n_train 296)."""
-    run = _ids(s_lab)[0]
-    _sql(s_lab, "UPDATE runs SET config_json = replace(config_json, '\"n_train\": 64', "
+    run = run_ids(s_lab)[0]
+    execute_sql(s_lab, "UPDATE runs SET config_json = replace(config_json, '\"n_train\": 64', "
          "'\"n_train\": 96') WHERE run_id = ?", run)
     res = run_main(["runs", "--lab", s_lab], capsys, monkeypatch)
     assert res.returncode == 0, res.stderr
@@ -133,7 +117,7 @@ def test_a_changed_byte_in_a_config_is_caught_by_the_run_id(s_lab, capsys, monke
 
 def test_a_foreign_final_checkpoint_is_one_line_naming_it(s_lab, capsys, monkeypatch):
     """A valid torch file without the expected keys (before: ``KeyError: 'params'``)."""
-    path = s_lab / "checkpoints" / f"{_ids(s_lab)[0]}.pt"
+    path = s_lab / "checkpoints" / f"{run_ids(s_lab)[0]}.pt"
     torch.save({"weights": torch.ones(3)}, path)
     res = run_main(["analyze", "fingerprints", "--lab", s_lab], capsys, monkeypatch)
     assert res.returncode == 2
@@ -145,7 +129,7 @@ def test_a_foreign_final_checkpoint_is_one_line_naming_it(s_lab, capsys, monkeyp
 
 def test_weights_of_another_model_are_one_line(s_lab, trained, capsys, monkeypatch):
     """A study-M checkpoint copied over a study-S one: the right keys, the wrong weights."""
-    s_run = _ids(s_lab)[0]
+    s_run = run_ids(s_lab)[0]
     m_ckpt = next((trained / "m" / "checkpoints").glob("*.pt"))
     shutil.copy(m_ckpt, s_lab / "checkpoints" / f"{s_run}.pt")
     res = run_main(["analyze", "fingerprints", "--lab", s_lab], capsys, monkeypatch)
@@ -153,7 +137,7 @@ def test_weights_of_another_model_are_one_line(s_lab, trained, capsys, monkeypat
     warning, error = res.stderr.splitlines()  # issue 24: the hash check names it, then refuses
     assert f"checkpoints/{s_run}.pt (" in warning and "rulelab verify" in warning
     assert f"checkpoints/{s_run}.pt is damaged" in error and "verify --repair" in error
-    _sql(s_lab, "DROP TABLE run_files")  # a lab made before hashes: the weights tell
+    execute_sql(s_lab, "DROP TABLE run_files")  # a lab made before hashes: the weights tell
     res = run_main(["analyze", "fingerprints", "--lab", s_lab], capsys, monkeypatch)
     assert res.returncode == 2 and len(res.stderr.splitlines()) == 1, res.stderr
     assert f"checkpoints/{s_run}.pt does not hold the weights of run {s_run}" in res.stderr
@@ -163,8 +147,8 @@ def test_weights_of_another_model_are_one_line(s_lab, trained, capsys, monkeypat
 def test_study_m_tables_leave_out_unfinished_runs_and_say_which(analysis, m_lab, capsys,
                                                                  monkeypatch):
     """Before: ``dd`` raised KeyError and ``order`` wrote an empty table without a word."""
-    pending = _ids(m_lab)[0]
-    _sql(m_lab, "UPDATE runs SET status = 'running' WHERE run_id = ?", pending)
+    pending = run_ids(m_lab)[0]
+    execute_sql(m_lab, "UPDATE runs SET status = 'running' WHERE run_id = ?", pending)
     res = run_main(["analyze", analysis, "--lab", m_lab], capsys, monkeypatch)
     assert res.returncode == 0, res.stderr
     warnings = _warnings(res.stderr)

@@ -6,15 +6,13 @@ runs side by side with exactly the fields that differ marked."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-import rulelab
 from cli_inproc import run_main
-from labs import sweep, write
+from labs import loaded_copy, sweep, write
 from rulelab.errors import UserError
 
 RECIPE = """experiment: find
@@ -35,9 +33,7 @@ def lab_path(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def lab(lab_path, tmp_path):
-    copy = tmp_path / "lab"
-    shutil.copytree(lab_path, copy)
-    return rulelab.load(copy)
+    return loaded_copy(lab_path, tmp_path)
 
 
 def run_of(lab, **config) -> str:

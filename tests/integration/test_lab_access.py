@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cli_inproc import run_main
+from cli_inproc import NoCapture, run_main
 
 TINY = ["--seq-len", "4", "--vocab", "8", "--n-train", "64", "--n-eval", "32", "--epochs", "6",
         "--eval-every", "2", "--layers", "1", "--heads", "1", "--d-model", "16", "--d-mlp", "32"]
@@ -40,10 +40,6 @@ RECIPE = ("experiment: t\ntask: mpsp\nbase: {seq_len: 4, vocab: 8, n_train: 64, 
           "grid: {ratio: [0.5, 0.9]}\nseeds: 2\nexecution: {checkpoint_every: 2}\n")
 GRID = [*TINY, "--ratio", "0.5", "0.9", "--seeds", "2", "--checkpoint-every", "2"]
 
-
-class _NoCapture:
-    def readouterr(self):
-        return "", ""
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +58,7 @@ def clean(tmp_path_factory):
     try:
         for argv in (["train", "mpsp", *GRID, "--lab", base / "train"],
                      ["sweep", base / "r.yaml", "--lab", base / "sweep"]):
-            assert run_main([*argv, "--quiet"], _NoCapture(), mp).returncode == 0
+            assert run_main([*argv, "--quiet"], NoCapture(), mp).returncode == 0
     finally:
         mp.undo()
     return base

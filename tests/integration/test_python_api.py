@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import shutil
 import warnings
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 import torch
 
 import rulelab
-from labs import sweep, write
+from labs import loaded_copy, sweep, write
 from rulelab.analysis.loading import load_ensembles, stored_configs
 from rulelab.errors import UserError
 from rulelab.report.analyses import tidy_analysis
@@ -39,9 +38,7 @@ def lab_path(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def lab(lab_path, tmp_path):
-    copy = tmp_path / "lab"
-    shutil.copytree(lab_path, copy)
-    return rulelab.load(copy)
+    return loaded_copy(lab_path, tmp_path)
 
 
 def digest(root: Path) -> dict[str, str]:

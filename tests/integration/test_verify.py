@@ -23,15 +23,12 @@ from pathlib import Path
 import pytest
 
 import rulelab
-from cli_inproc import run_main
+from cli_inproc import NoCapture, run_main
+from labs import execute_sql, run_ids
 
 TINY = ["--seq-len", "4", "--vocab", "8", "--n-train", "64", "--n-eval", "32", "--epochs", "6",
         "--eval-every", "2", "--layers", "1", "--heads", "1", "--d-model", "16", "--d-mlp", "32"]
 
-
-class _NoCapture:
-    def readouterr(self):
-        return "", ""
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +39,7 @@ def trained(tmp_path_factory):
     mp.delenv("RULELAB_HOME", raising=False)
     try:
         argv = ["train", "mpsp", *TINY, "--seeds", "2", "--lab", base / "s", "--quiet"]
-        assert run_main(argv, _NoCapture(), mp).returncode == 0
+        assert run_main(argv, NoCapture(), mp).returncode == 0
     finally:
         mp.undo()
     return base / "s"
@@ -54,16 +51,6 @@ def lab(trained, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     shutil.copytree(trained, tmp_path / "s")
     return tmp_path / "s"
-
-
-def _ids(lab: Path) -> list[str]:
-    with closing(sqlite3.connect(lab / "registry.sqlite")) as conn:
-        return [r[0] for r in conn.execute("SELECT run_id FROM runs ORDER BY run_id")]
-
-
-def _sql(lab: Path, sql: str, *args) -> None:
-    with closing(sqlite3.connect(lab / "registry.sqlite")) as conn, conn:
-        conn.execute(sql, args)
 
 
 def contents(lab: Path) -> dict:
@@ -95,22 +82,22 @@ def _file(kind: str, how):
 
 
 def _summary_digit(lab: Path, run: str) -> None:  # the issue's probe: 0.5… → 1.5…
-    _sql(lab, "UPDATE runs SET summary_json = replace(summary_json, '\"max_adv_acc\": 0.', "
+    execute_sql(lab, "UPDATE runs SET summary_json = replace(summary_json, '\"max_adv_acc\": 0.', "
          "'\"max_adv_acc\": 1.') WHERE run_id = ?", run)
 
 
 def _summary_valid_wrong(lab: Path, run: str) -> None:  # possible values, wrong ones
-    _sql(lab, "UPDATE runs SET summary_json = replace(summary_json, '\"final_epoch\": 6', "
+    execute_sql(lab, "UPDATE runs SET summary_json = replace(summary_json, '\"final_epoch\": 6', "
          "'\"final_epoch\": 4') WHERE run_id = ?", run)
 
 
 def _summary_byte(lab: Path, run: str) -> None:  # not JSON any more
-    _sql(lab, "UPDATE runs SET summary_json = substr(summary_json, 1, 20) || '#' || "
+    execute_sql(lab, "UPDATE runs SET summary_json = substr(summary_json, 1, 20) || '#' || "
          "substr(summary_json, 22) WHERE run_id = ?", run)
 
 
 def _config_valid_wrong(lab: Path, run: str) -> None:
-    _sql(lab, "UPDATE runs SET config_json = replace(config_json, '\"n_train\": 64', "
+    execute_sql(lab, "UPDATE runs SET config_json = replace(config_json, '\"n_train\": 64', "
          "'\"n_train\": 96') WHERE run_id = ?", run)
 
 
@@ -163,7 +150,7 @@ def _reading_warnings(lab: Path, capsys, monkeypatch) -> dict[str, list[str]]:
 def test_damage_is_detected_named_and_repaired_bitwise(case, lab, capsys, monkeypatch):
     damage, kind, said = CASES[case]
     before = contents(lab)
-    run = _ids(lab)[0]
+    run = run_ids(lab)[0]
     damage(lab, run)
 
     for command, lines in _reading_warnings(lab, capsys, monkeypatch).items():
@@ -198,7 +185,7 @@ def test_a_lab_without_hashes_reads_as_before_and_verify_records_them(lab, capsy
     """A lab made before issue 24: nothing is damage, `--repair` records the hashes, and from
     then on a flipped byte is caught."""
     before = contents(lab)
-    _sql(lab, "DROP TABLE run_files")
+    execute_sql(lab, "DROP TABLE run_files")
     assert all(not lines for lines in _reading_warnings(lab, capsys, monkeypatch).values())
     res = run_main(["verify", "--lab", lab], capsys, monkeypatch)
     assert res.returncode == 0 and res.stdout.count("info: run ") == 4, res.stdout
@@ -207,14 +194,14 @@ def test_a_lab_without_hashes_reads_as_before_and_verify_records_them(lab, capsy
     assert res.returncode == 0 and contents(lab) == before
     res = run_main(["verify", "--lab", lab], capsys, monkeypatch)
     assert res.returncode == 0 and "info" not in res.stdout
-    _flip(lab / "checkpoints" / f"{_ids(lab)[1]}.pt")
+    _flip(lab / "checkpoints" / f"{run_ids(lab)[1]}.pt")
     assert run_main(["verify", "--lab", lab], capsys, monkeypatch).returncode == 1
 
 
 def test_an_impossible_accuracy_is_named_without_any_hash(lab, capsys, monkeypatch):
     """The range check alone (no hash to compare with): max_adv_acc 1.5… is no accuracy."""
-    before, run = contents(lab), _ids(lab)[1]
-    _sql(lab, "DROP TABLE run_files")
+    before, run = contents(lab), run_ids(lab)[1]
+    execute_sql(lab, "DROP TABLE run_files")
     _summary_digit(lab, run)
     res = run_main(["runs", "--lab", lab], capsys, monkeypatch)
     assert "148.4%" not in res.stdout and "156" not in res.stdout
@@ -252,8 +239,9 @@ def test_a_resume_meeting_a_corrupt_checkpoint_restarts_that_run(damage, lab, ca
                                                                  monkeypatch):
     """Before: the train refused ("move it away"). Now the checkpoint goes to damaged/ and the
     run trains from the start — deterministic, so it ends bitwise as it first did."""
-    before, run = contents(lab), _ids(lab)[0]
-    _sql(lab, "UPDATE runs SET status = 'running', summary_json = NULL WHERE run_id = ?", run)
+    before, run = contents(lab), run_ids(lab)[0]
+    execute_sql(lab, "UPDATE runs SET status = 'running', summary_json = NULL WHERE run_id = ?",
+                run)
     damage(lab / "checkpoints" / f"{run}.pt")
     res = run_main(["train", "mpsp", *TINY, "--seeds", "2", "--lab", lab, "--quiet"], capsys,
                    monkeypatch)
@@ -266,7 +254,7 @@ def test_a_resume_meeting_a_corrupt_checkpoint_restarts_that_run(damage, lab, ca
 
 def test_a_train_naming_an_unreadable_row_retrains_it(lab, capsys, monkeypatch):
     """Before: a row whose config and summary were both damaged stayed left out for ever."""
-    before, run = contents(lab), _ids(lab)[1]
+    before, run = contents(lab), run_ids(lab)[1]
     _config_valid_wrong(lab, run)
     _summary_byte(lab, run)
     res = run_main(["train", "mpsp", *TINY, "--seeds", "2", "--lab", lab, "--quiet"], capsys,
