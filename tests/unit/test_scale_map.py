@@ -298,3 +298,17 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, args, m
     code, _, err = cli(monkeypatch, capsys, "scale-map", *args, "--labs", tmp_path)
     assert code == 2 and message in " ".join(err.split()) and err.count("error:") == 1
     assert not list(tmp_path.glob("*.html"))
+
+
+def test_s1_with_too_few_seeds_to_show_it_is_not_read_as_absent(tmp_path):
+    """One seed a cell could not have shown the paper's rise: not "does not show" (issue 21)."""
+    s_lab(tmp_path, "ladder-2k", headline(0, 0, 0, 0, n=1))
+    _, reading = read(S, tmp_path)["S1"]
+    r = reading.scales["ladder-2k"]
+    assert r.status == NOT_READ
+    assert "too few seeds to call: 1 a cell would show the paper's 2L rise with 0% power " \
+        "(9 seeds give 80%; the 1L fall needs 26)" in r.sentence
+    s_lab(tmp_path, "ladder-4k", headline(0, 0, 0, 0, n=6),
+          setting={**FAITHFUL, "n_train": 4096, "d_model": 32, "d_mlp": 64})
+    _, reading = read(S, tmp_path)["S1"]
+    assert reading.scales["ladder-4k"].status == ABSENT  # 6 seeds: 58% power

@@ -34,10 +34,12 @@ from rulelab.report.scale_map import (
     ClaimReading,
     ScaleReading,
 )
+from rulelab.studies.shortcut_saturation.claim_null import half_power, seeds_for_power
 from rulelab.studies.shortcut_saturation.invariants import PAPER_N, invariants
 from rulelab.studies.shortcut_saturation.paper import PAPER_S
 
 MARKERS = "osD^v<>"
+MIN_POWER = 0.5  # S1 reads "does not show" only where its seeds had this power to show it
 
 
 def _cells(runs: pd.DataFrame, *, all_decays: bool = False) -> pd.DataFrame:
@@ -212,6 +214,15 @@ def _read_s1(t: pd.DataFrame, runs: pd.DataFrame) -> ScaleReading:
         return ScaleReading(DIRECTION, f"{text} — 2L rises and 1L falls, but the intervals "
                             "overlap")
     trend = f"2L {'rises' if up else 'does not rise'}, 1L {'falls' if down else 'does not fall'}"
+    # "does not show" is evidence only where the seeds could have shown it (issue 21): below
+    # half the power for the 2L rise at the paper's effect, too few seeds to call
+    n = int(min(int(cells[key]["n"]) for key in cells))
+    power = half_power("2L", n)
+    if power < MIN_POWER:
+        return ScaleReading(NOT_READ, f"{text} — {trend}, but too few seeds to call: {n} a cell "
+                            f"would show the paper's 2L rise with {power:.0%} power "
+                            f"({seeds_for_power('2L')} seeds give 80%; the 1L fall needs "
+                            f"{seeds_for_power('1L')})")
     return ScaleReading(ABSENT, f"{text} — {trend}")
 
 
