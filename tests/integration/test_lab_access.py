@@ -140,6 +140,8 @@ def test_a_read_only_lab_can_be_read(clean, tmp_path, capsys, monkeypatch):
         res = run_main(["analyze", "fingerprints", "--lab", ro], capsys, monkeypatch)
         assert res.returncode == 0, res.stderr
         assert "read-only: the fingerprints table was not stored" in res.stderr  # printed anyway
+        # the probe's null band, once per model shape the lab holds (issue 21)
+        assert " ".join(res.stdout.split()).count("OV probe null band (") == 1
         line = one_error(run_main(["train", "mpsp", *GRID, "--lab", ro], capsys, monkeypatch),
                          "is read-only; reading commands work, to train use a writable --lab")
         assert "corrupt" not in line

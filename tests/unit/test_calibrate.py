@@ -120,7 +120,19 @@ def test_the_command_prints_every_detector_with_its_rate(monkeypatch, capsys):
     main()
     out = " ".join(capsys.readouterr().out.split())
     assert "double-descent dip" in out and "7 widths (17…1025) × 2 seeds, 192 test pairs" in out
-    assert "noisy-first lead" in out and "2 of 2 detectors within the bar" in out
+    assert "noisy-first lead" in out and "2 of 2 detectors read here within the bar" in out
+
+
+def test_a_detector_with_nothing_to_read_is_not_counted_within_the_bar(monkeypatch, capsys):
+    from rulelab.cli import main
+
+    # the tiny preset has two widths: no dip to test, so only the lead is counted
+    monkeypatch.setattr("sys.argv", ["rulelab", "calibrate", "coexistence", "--scale", "tiny",
+                                     "--sims", "50"])
+    main()
+    out = " ".join(capsys.readouterr().out.split())
+    assert "not read: nothing in these runs for this detector" in out
+    assert "1 of 1 detectors read here within the bar" in out
 
 
 @pytest.mark.parametrize("args, message", [

@@ -60,7 +60,7 @@ def calibrate_cmd(
     say = console.print
     say(f"{the_study.title} — detectors against their nulls at the {where}; bar: a "
         f"false-positive rate ≤ {MAX_FPR:.0%}", style="bold", markup=False, highlight=False)
-    failing = 0
+    failing = read = 0
     for c, check, took in calibrate(the_study, configs, sims, seed):
         say("")
         say(f"{c.name} — {c.reading}", style="bold", markup=False, highlight=False)
@@ -68,11 +68,12 @@ def calibrate_cmd(
             say("  not read: nothing in these runs for this detector", markup=False,
                 highlight=False)
             continue
+        read += 1
         failing += not check.within_bar
         say(f"  null: {check.null}", markup=False, highlight=False)
         say(f"  at: {check.setting}", markup=False, highlight=False)
         say(f"  {check.line()} ({took:.1f} s)", markup=False, highlight=False)
     say("")
-    say(f"{len(the_study.calibrations) - failing} of {len(the_study.calibrations)} detectors "
-        f"within the bar" + (f"; {failing} above it (✗): read those calls as uncalibrated"
-                             if failing else ""), markup=False, highlight=False)
+    above = f"; {failing} above it (✗): read those calls as uncalibrated" if failing else ""
+    say(f"{read - failing} of {read} detectors read here within the bar{above}", markup=False,
+        highlight=False)

@@ -131,15 +131,15 @@ def print_probe_band(lab) -> None:
     """The OV probe's null band beside its readings (issue 21): random heads at init, at each
     shape the lab holds (:mod:`.analysis.probe_null`) — a head's probe reads "writes the
     residue" only above the band."""
+    from rulelab.studies import config_from_flat
     from rulelab.studies.shortcut_saturation.analysis.probe_null import null_band
-    from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 
-    runs = lab.runs()
-    runs = runs[runs["task"] == TASK] if "task" in runs.columns else runs
-    fields = [f for f in MPSPRunConfig.model_fields if f in runs.columns and f != "task"]
-    shapes = runs.drop_duplicates(["layers", "heads", "d_model", "vocab", "label_mod"])
-    for _, row in shapes.iterrows():
-        cfg = MPSPRunConfig(**{f: row[f] for f in fields if pd.notna(row[f])})
+    shapes = {}  # one config per model shape and data setting: the band depends on nothing else
+    for row in lab.runs_json():
+        if row["config"].get("task") == TASK:
+            cfg = config_from_flat(row["config"])
+            shapes.setdefault((cfg.layers, cfg.heads, cfg.d_model, cfg.vocab, cfg.label_mod), cfg)
+    for cfg in shapes.values():
         mean, p95 = null_band(cfg)
         console.print(f"OV probe null band ({cfg.layers}L·{cfg.heads}H, d_model {cfg.d_model}, "
                       f"V = {cfg.vocab}, k = {cfg.label_mod}): random heads at init score "

@@ -128,12 +128,13 @@ def invariants(runs: pd.DataFrame) -> tuple[Invariant, ...]:
 def describe_invariants(runs: pd.DataFrame) -> str:
     """One line per invariant: this lab's value beside the paper's and the fair range, and
     whether it is kept — what a reader needs to know before reading the rates as a test."""
+    held = invariants(runs)
+    if not held:
+        return ""
     lines = [f"{'✓' if i.kept else '✗'} {i.label}: {i.value} (paper {i.paper}"
              + (f", fair {i.allowed}" if i.allowed not in ("same", i.paper) else "") + ")"
-             for i in invariants(runs)]
-    if not lines:
-        return ""
-    kept = all(i.kept for i in invariants(runs))
+             for i in held]
+    kept = all(i.kept for i in held)
     head = ("This scale keeps the paper's invariants, so its rates test the headline:" if kept
             else "This scale breaks an invariant the headline depends on (✗), so its rates "
             "cannot test the headline — read them as this regime's, not as evidence for or "
