@@ -136,7 +136,8 @@ class Invariant:
     value: str  # this scale's value, formatted (a range where the lab's runs differ)
     paper: str  # the paper's value, formatted
     allowed: str  # the range a fair scale keeps, in words, e.g. "3–6.5"
-    kept: bool  # whether this scale keeps it
+    kept: bool  # whether this scale keeps it (True where it could not be measured)
+    measured: bool = True  # False: the lab holds nothing to measure it on (e.g. no curves yet)
 
 
 @dataclass(frozen=True)
@@ -169,8 +170,8 @@ class Study:
     reproduce: str  # "module:function": reproduce(r: Reproduction) -> Path of the report
     analyses: tuple[Analysis, ...] = ()
     claims: tuple[Claim, ...] = ()  # headline claims for `rulelab scale-map NAME`
-    # "module:function": invariants(runs: DataFrame) -> tuple[Invariant, ...], a scale's
-    # invariants from the configs of the runs its lab holds (issue 20); None: none declared
+    # "module:function": invariants(runs, metrics) -> tuple[Invariant, ...], a scale's
+    # invariants from the configs and curves of the runs its lab holds (issue 20); None: none
     invariants: str | None = None
     calibrations: tuple[Calibration, ...] = ()  # detectors and their nulls (issue 21)
 

@@ -82,3 +82,50 @@ def test_a_lab_whose_runs_differ_reads_a_range_kept_only_when_every_run_keeps_it
                       recipe_runs("ladder-2k").assign(weight_decay=0.05)])
     wd = next(i for i in invariants(runs) if i.name == "wd_time")
     assert wd.value == "0.75–1.5" and not wd.kept
+
+
+def _curves(rows):
+    """Long-format val/adv accuracy curves: rows of (run_id, epoch, val, adv)."""
+    out = []
+    for run_id, epoch, val, adv in rows:
+        out += [(run_id, epoch, "val", "acc", val), (run_id, epoch, "adv", "acc", adv)]
+    return pd.DataFrame(out, columns=["run_id", "epoch", "split", "metric", "value"])
+
+
+def _regime(runs, metrics):
+    return next(i for i in invariants(runs, metrics) if i.name == "regime")
+
+
+def test_the_regime_reads_the_shortcut_phase_from_the_curves():
+    from rulelab.studies.shortcut_saturation.invariants import reached_shortcut_phase
+
+    runs = recipe_runs("ladder-2k")
+    runs = runs[runs["seed"] < 2].assign(run_id=lambda f: [f"r{i}" for i in range(len(f))])
+    imbalanced = runs[runs["ratio"] == 0.9]["run_id"].tolist()  # 4 runs: 1L/2L × 2 seeds
+    # rung 1's own curves: val peaks at 0.88 then the anti examples are memorized
+    memorizing = _curves([(r, e, v, a) for r in runs["run_id"]
+                          for e, v, a in ((0, .5, .5), (100, .88, .12), (500, .79, .21))])
+    regime = _regime(runs, memorizing)
+    assert (regime.value, regime.kept, regime.measured) == ("0 of 4", False, True)
+    # phase 1 in two of the four (val 99.5%, adv 0.4% at epoch 200): half is enough
+    shortcut = pd.concat([memorizing, _curves([(r, 200, .995, .004) for r in imbalanced[:2]])])
+    assert reached_shortcut_phase(runs.set_index("run_id", drop=False).loc[imbalanced],
+                                  shortcut).tolist() == [1.0, 1.0, 0.0, 0.0]
+    assert (_regime(runs, shortcut).value, _regime(runs, shortcut).kept) == ("2 of 4", True)
+    # below chance the shortcut phase is 1 − s: adv 99%, val ≤ 5%
+    low = runs.assign(ratio=runs["ratio"].map({0.9: 0.1, 0.5: 0.5}))
+    flipped = pd.concat([memorizing, _curves([(imbalanced[0], 200, .01, .995)])])
+    assert _regime(low, flipped).value == "1 of 4"
+    # val 99% with adv at 50% is not the shortcut phase (adv must stay within 5% of 0)
+    half = pd.concat([memorizing, _curves([(r, 200, .99, .5) for r in imbalanced])])
+    assert _regime(runs, half).value == "0 of 4"
+    # a run that generalized counts, whatever its curves: the gate never hides a "shows"
+    won = runs.assign(generalized=runs["run_id"].isin(imbalanced[:3]))
+    assert _regime(won, memorizing).value == "3 of 4"
+
+
+def test_without_curves_the_regime_is_not_measured_and_gates_nothing():
+    regime = _regime(recipe_runs("ladder-2k"), None)
+    assert (regime.kept, regime.measured) == (True, False)
+    only_chance = recipe_runs("ladder-2k").query("ratio == 0.5")
+    assert _regime(only_chance, _curves([])).value == "no imbalanced runs"

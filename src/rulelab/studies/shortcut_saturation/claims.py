@@ -160,7 +160,7 @@ def _ladder_axes(ax, scales: dict, table_of) -> None:
         runs = _cells(lab.runs)
         if runs.empty or "n_train" not in runs.columns or runs["n_train"].nunique() != 1:
             continue
-        if all(i.kept for i in invariants(runs)):
+        if all(i.kept for i in invariants(runs, lab.metrics)):
             points.append((int(runs["n_train"].iloc[0]), scale, table_of(lab)))
     points.sort(key=lambda p: p[0])
     for layers, ratio, color, ls in LADDER_LINES:

@@ -18,6 +18,15 @@ and two that define the regime: **full batch** (the paper's; minibatch noise is 
 regularizer) and **the task** (n = 10, V = 64, sum mod 2, max shortcut). A claim read where one
 of these is broken reads "not testable at this scale", never "does not show".
 
+One more is read from the runs' curves, not their configs: **the shortcut phase is reached**.
+The paper's mechanism starts there — its models "first develop a strong shortcut circuit"
+(seeds summary; SPEC S.4.6, phase 1 = val ≥ 99%, adv low) and the rule can only win afterwards
+(phase 2). A scale whose imbalanced runs (|r − ½| ≥ 0.4) memorize their training set before
+they ever settle on the shortcut runs in another regime, whatever its configs keep: the
+ladder's N = 2,048 rung peaks at val 0.87–0.90 near epoch 100, then memorizes its anti examples.
+The check uses no outcome the claims read (a run that generalizes counts as reaching it), so
+it cannot turn a "shows" into "not testable".
+
 Invariants are computed from the configs of the runs a lab holds, not from a recipe's name,
 so a user's own lab at a faithful setting gets its claims read.
 """
@@ -36,8 +45,13 @@ WD_TIME_MIN = 1.0  # at least one AdamW weight-decay time constant (paper 1.5)
 OPT_TIME = (7.5, 30.0)  # lr·steps within a factor of 2 of the paper's 15
 PAPER_TASK = {"seq_len": 10, "vocab": 64, "label_mod": 2, "shortcut": "max"}
 
+PHASE1_AGREE = 0.99  # phase 1: predictions agree with the shortcut (s, or 1 − s below chance)
+PHASE1_OTHER = 0.05  # … on ≥ 99% of one split while the other stays within 5% of 0 (SPEC S.4.6)
+IMBALANCED = 0.4  # runs with |r − ½| ≥ 0.4 (r ≤ 0.1 or ≥ 0.9) have a shortcut phase to reach
+REGIME_MIN = 0.5  # a fair scale: at least half of them reach it (the paper's: all)
+
 # Every invariant name, for a claim's ``needs``.
-ALL = ("params_per_example", "wd_time", "opt_time", "full_batch", "task")
+ALL = ("params_per_example", "wd_time", "opt_time", "full_batch", "task", "regime")
 
 
 def param_count(*, layers: int, d_model: int, d_mlp: int, vocab: int, seq_len: int,
@@ -85,9 +99,51 @@ def _headline_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs
 
 
-def invariants(runs: pd.DataFrame) -> tuple[Invariant, ...]:
-    """The scale's invariants from the configs of ``runs`` (a lab's runs frame). Where runs
-    differ the value is a range, kept only when every run keeps it."""
+def reached_shortcut_phase(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.Series:
+    """Per run of ``runs`` (indexed like it): whether any evaluation shows the shortcut phase —
+    val ≥ 99% with adv ≤ 5% (the shortcut s), or adv ≥ 99% with val ≤ 5% (1 − s, below
+    chance) — or the run generalized. NaN where the run has no val/adv curve."""
+    acc = metrics[(metrics["metric"] == "acc") & metrics["split"].isin(("val", "adv"))]
+    wide = acc.pivot_table(index=["run_id", "epoch"], columns="split", values="value")
+    if not {"val", "adv"} <= set(wide.columns):
+        return pd.Series(np.nan, index=runs.index)
+    val, adv = wide["val"], wide["adv"]
+    phase = (((val >= PHASE1_AGREE) & (adv <= PHASE1_OTHER))
+             | ((adv >= PHASE1_AGREE) & (val <= PHASE1_OTHER))
+             | ((val >= PHASE1_AGREE) & (adv >= PHASE1_AGREE)))
+    reached = phase.groupby(level="run_id").any()
+    out = runs["run_id"].map(reached).astype(float)
+    if "generalized" in runs.columns:
+        out[runs["generalized"].fillna(False).astype(bool).to_numpy()] = 1.0
+    return out
+
+
+def _regime(runs: pd.DataFrame, metrics: pd.DataFrame | None) -> Invariant:
+    """The shortcut phase reached by at least half of the imbalanced runs (see the module's
+    docstring); not measured without curves, and kept where no run is imbalanced."""
+    label = "imbalanced runs (|r − ½| ≥ 0.4) that reach the shortcut phase"
+    paper, allowed = "all", f"≥ {REGIME_MIN:.0%}"
+    r = _col(runs, "ratio").astype(float)
+    imbalanced = runs[(r - 0.5).abs().to_numpy() >= IMBALANCED - 1e-9]
+    if metrics is None:
+        return Invariant("regime", label, "not measured (no curves)", paper, allowed, True,
+                         measured=False)
+    if imbalanced.empty:
+        return Invariant("regime", label, "no imbalanced runs", paper, allowed, True)
+    reached = reached_shortcut_phase(imbalanced, metrics).dropna()
+    if reached.empty:
+        return Invariant("regime", label, "no curves yet", paper, allowed, True,
+                         measured=False)
+    share = float(reached.mean())
+    return Invariant("regime", label, f"{int(reached.sum())} of {len(reached)}", paper,
+                     allowed, share >= REGIME_MIN)
+
+
+def invariants(runs: pd.DataFrame, metrics: pd.DataFrame | None = None
+               ) -> tuple[Invariant, ...]:
+    """The scale's invariants from the configs of ``runs`` (a lab's runs frame) and, for the
+    regime, the val/adv curves in ``metrics`` (long format: run_id, epoch, split, metric,
+    value). Where runs differ the value is a range, kept only when every run keeps it."""
     runs = _headline_runs(runs)
     if runs.empty:
         return ()
@@ -122,20 +178,29 @@ def invariants(runs: pd.DataFrame) -> tuple[Invariant, ...]:
             "no" if not full.any() else "some runs"), "yes", "same", bool(full.all())),
         Invariant("task", "task (n, V, k, shortcut)", "; ".join(tasks),
                   "n=10, V=64, k=2, max", "same", bool(task_ok.all())),
+        _regime(runs, metrics),
     )
 
 
-def describe_invariants(runs: pd.DataFrame) -> str:
+def _mark(i: Invariant) -> str:
+    return "✗" if not i.kept else "✓" if i.measured else "?"
+
+
+def describe_invariants(runs: pd.DataFrame, metrics: pd.DataFrame | None = None) -> str:
     """One line per invariant: this lab's value beside the paper's and the fair range, and
     whether it is kept — what a reader needs to know before reading the rates as a test."""
-    held = invariants(runs)
+    held = invariants(runs, metrics)
     if not held:
         return ""
-    lines = [f"{'✓' if i.kept else '✗'} {i.label}: {i.value} (paper {i.paper}"
+    lines = [f"{_mark(i)} {i.label}: {i.value} (paper {i.paper}"
              + (f", fair {i.allowed}" if i.allowed not in ("same", i.paper) else "") + ")"
              for i in held]
     kept = all(i.kept for i in held)
-    head = ("This scale keeps the paper's invariants, so its rates test the headline:" if kept
+    unmeasured = [i.label for i in held if not i.measured]
+    head = ("This scale keeps the paper's invariants, so its rates test the headline:"
+            if kept and not unmeasured else
+            "This scale keeps the invariants measured so far (? : not measured yet), so its "
+            "rates test the headline only if those hold too:" if kept
             else "This scale breaks an invariant the headline depends on (✗), so its rates "
             "cannot test the headline — read them as this regime's, not as evidence for or "
             "against the paper:")

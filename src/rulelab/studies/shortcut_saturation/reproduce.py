@@ -64,7 +64,7 @@ def reproduce(r: Reproduction) -> Path:
     metrics = frames.metrics[frames.metrics["run_id"].isin(ids)]
     note = r.recipe.description
     r.console.print(note, markup=False, highlight=False)
-    kept = describe_invariants(runs)
+    kept = describe_invariants(runs, metrics)
     r.console.print(kept, markup=False, highlight=False)
     print_rate_table(r.console, runs, metrics=metrics)
     analysis_seconds = final_analyses(r)
