@@ -18,6 +18,7 @@ from pydantic import ConfigDict, Field
 from rulelab.config.base import StrictTypes
 
 PRECISIONS = ("fp32", "bf16")
+ENGINE_HELP = "resume checkpoints another engine version wrote (recorded on the run)"
 
 
 class Settings(StrictTypes):
@@ -45,6 +46,8 @@ class Settings(StrictTypes):
     memory_gib: float | None = Field(None, gt=0.0, description="memory budget per chunk")
     threads: int | None = Field(None, ge=1, le=4096, description="torch threads per chunk")
     quiet: bool = Field(False, description="no progress output")
+    # Resume a run whose checkpoint another engine version wrote (store.version); recorded.
+    allow_engine_change: bool = Field(False, description="resume under another engine version")
 
     def merged(self, **overrides) -> Settings:
         """These settings with every override that is not None (flags left unset keep the

@@ -132,8 +132,9 @@ def test_export_tl_writes_a_model_with_our_logits(copy, capsys, monkeypatch, tmp
 
 
 @pytest.mark.parametrize(("argv", "names"), [
-    (["zzz"], ("run_id", "zzz")),
-    (["RUN", "--epoch", "7"], ("epoch: 7", "stored: 0, 1, 4, 20")),
+    (["zzz"], ("RUN_ID", "zzz")),
+    (["RUN", "--epoch", "7"], ("--epoch: 7", "stored snapshot epochs are 0, 1, 4, 20",
+                               "leave --epoch out for the final checkpoint")),
     (["RUN", "--epoch", "-1"], ("--epoch",)),
     (["RUN", "--out", "m.txt"], ("--out", ".pt")),
     (["RUN", "--out", "."], ("--out", "directory")),

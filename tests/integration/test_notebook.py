@@ -43,6 +43,10 @@ def test_quickstart_notebook_runs_and_prints_what_it_claims(tmp_path, monkeypatc
     out, displays = printed(execute(NOTEBOOK, tmp_path))
 
     assert "runs: 2 status: done" in out, out
+    # trained from Python (issue 23), not by shelling out to the command line
+    source = NOTEBOOK.read_text()
+    assert "rulelab.train(" in source and "subprocess" not in source
+    assert re.search(r"LoadedLab\('[^']*quickstart-lab': 2 runs \(mpsp\)", out), out
     base = float(re.search(r"at epoch 150, val acc (\d\.\d+)", out).group(1))
     assert base >= 0.9, out  # ratio 1.0: the shortcut is learned on val
     assert "cache: blocks.0.attn.hook_pattern (128, 2, 5, 5)" in out

@@ -8,6 +8,12 @@ lab holding two tasks — and checks what a reader sees:
   not blank (its pixels take more than a handful of values), each ``<svg>`` non-empty;
 - no console error and no page error;
 - no panel says "no metrics yet" (or any other no-data message) where the lab holds the data;
+- no figure the figure check (:mod:`rulelab.report.figure_check`, run on each figure as the
+  report saves it) marked: no text cut at the figure's edge (a colour-bar label, a y label),
+  no tick labels over each other, no curve leaving its axes, no legend entry that draws
+  nothing ("thick: median" where no median is drawn);
+- results first (issue 23): the page opens with what the lab shows (its first heading), its
+  title names the study, and the scale line is printed once;
 - the study's own figures are there (captions), a section per task in the mixed lab.
 
 A full-page screenshot per study is kept in ``$RULELAB_SCREENSHOTS`` (default: the test's tmp
@@ -127,6 +133,12 @@ def test_every_figure_renders_in_chromium(study, reports, browser, tmp_path):
     headings = page.eval_on_selector_all("h2, h3", "els => els.map(e => e.textContent)")
     empty = page.eval_on_selector_all("figure[data-no-data]",
                                       "els => els.map(e => e.dataset.noData)")
+    problems = page.eval_on_selector_all(
+        "figure[data-figure-problems]",
+        "els => els.map(e => e.querySelector('img').alt + ': ' + e.dataset.figureProblems)")
+    title = page.title()
+    scale_lines = page.eval_on_selector_all(
+        "p.meta", "els => els.map(e => e.textContent).filter(t => t.startsWith('scale:'))")
     shot = screenshot_dir(tmp_path) / f"report-{study}.png"
     page.screenshot(path=str(shot), full_page=True)
     page.close()
@@ -140,6 +152,14 @@ def test_every_figure_renders_in_chromium(study, reports, browser, tmp_path):
     for svg in svgs:
         assert svg["w"] > 0 and svg["h"] > 0 and svg["n"] > 0, svg
     assert not empty, f"no-data messages where the lab has data: {empty}"
+    assert not problems, "\n".join(problems)
+    assert headings[0] == "What this lab shows", headings
+    assert len(scale_lines) == len(set(scale_lines)) >= 1, scale_lines  # each scale once
+    assert "rulelab report" not in title or study == "two-tasks", title
+    if study != "two-tasks":
+        from rulelab.studies import study as find_study
+
+        assert title.startswith(find_study(study).title + " — "), title
     want_captions, want_headings = EXPECTED[study]
     for want in want_captions:
         assert any(c.startswith(want) for c in captions), (want, captions)

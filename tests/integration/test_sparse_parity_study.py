@@ -17,7 +17,7 @@ def test_the_study_declaration_resolves(tmp_path):
     from rulelab.train.base import EnsembleTrainerBase
 
     assert STUDY.name == "sparse-parity" and STUDY.tasks == (SPARSE_PARITY,)
-    assert STUDY.scales() == ["quick"]
+    assert STUDY.scales() == ["quick", "scaling-k"]
     assert issubclass(SPARSE_PARITY.trainer_class(), EnsembleTrainerBase)
     assert isinstance(SPARSE_PARITY.view(), RunsView)
     assert callable(resolve(STUDY.reproduce))

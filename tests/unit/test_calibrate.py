@@ -120,7 +120,9 @@ def test_the_command_prints_every_detector_with_its_rate(monkeypatch, capsys):
     main()
     out = " ".join(capsys.readouterr().out.split())
     assert "double-descent dip" in out and "7 widths (17…1025) × 2 seeds, 192 test pairs" in out
-    assert "noisy-first lead" in out and "2 of 2 detectors read here within the bar" in out
+    assert "noisy-first lead" in out and "M1 verdict" in out
+    # M1 at 2 seeds a width: disjoint seed ranges by chance 1/6 of the time (claim_null)
+    assert "2 of 3 detectors read here within the bar; 1 above it" in out
 
 
 def test_a_detector_with_nothing_to_read_is_not_counted_within_the_bar(monkeypatch, capsys):
@@ -132,11 +134,12 @@ def test_a_detector_with_nothing_to_read_is_not_counted_within_the_bar(monkeypat
     main()
     out = " ".join(capsys.readouterr().out.split())
     assert "not read: nothing in these runs for this detector" in out
-    assert "1 of 1 detectors read here within the bar" in out
+    assert "1 of 2 detectors read here within the bar" in out  # the lead and M1 (1 seed: ✗)
 
 
 @pytest.mark.parametrize("args, message", [
-    (["sparse-parity"], "declares no detectors to calibrate"),
+    (["sparse-parity", "--scale", "nope"],
+     "--scale: 'nope' is not allowed; use one of quick, scaling-k"),  # it has a detector now
     (["coexistence", "--scale", "huge"], "--scale: 'huge' is not allowed"),
     (["coexistence", "--lab", "nope"], "nope"),
 ])

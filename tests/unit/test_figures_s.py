@@ -132,10 +132,11 @@ def test_ablation_heatmap_means_over_seeds_and_checkpoints(runs):
     assert "-20" in _texts(adv) and "+20" in _texts(val)
     assert "epoch 100" in adv.get_title()
     assert [t.get_text() for t in adv.get_yticklabels()][0].startswith("1L·2H r=0.5 n=3")
-    # One row of panels per checkpoint; each run's nearest stored epoch is used.
+    # One row of panels per checkpoint, each at the stored epoch nearest it.
     two = ablation_heatmap(table, [10, 90], runs=runs)
     assert len(two.axes) == 5
-    assert "epoch 10" in two.axes[0].get_title() and "≈ 90 (100)" in two.axes[2].get_title()
+    assert "epoch 10, 12 of 12 runs" in two.axes[0].get_title()
+    assert "epoch 100 (nearest to 90)" in two.axes[2].get_title()
     assert checkpoints(table) == [10, 100]
     assert checkpoints(pd.DataFrame({"epoch": [0, 1, 2, 3, 5, 7, 10, 20, 50, 100]})) == [
         5, 20, 100]
@@ -191,3 +192,29 @@ def test_report_adds_the_mechanistic_section(runs, tmp_path):
     assert len(re.findall("data:image/png;base64,", before)) == 2  # rate and accuracy figures
     assert len(re.findall("data:image/png;base64,", after)) == 4
     assert "QK/OV fingerprints" in after and "Mean-ablation at CLS" in after
+
+
+def test_ablation_panels_never_pool_epochs(runs):
+    """Issue 23: one run ablated at every epoch, every run at the last: the early panels hold
+    that run alone (n = 1, its own values), the last every run; never an average of a run at
+    epoch 10 with another at epoch 100."""
+    table = make_ablation(runs, (100,))
+    one = "L1-r0.5-s1"
+    early = make_ablation(runs[runs["run_id"] == one], (10, 30))
+    early["d_adv_acc"] = early["d_adv_acc"] * 0 + 0.05  # +5 pp at 10 and 30, −20 pp at 100
+    table = pd.concat([table, early], ignore_index=True)
+    fig = ablation_heatmap(table, [10, 100], runs=runs)
+    adv10, _, adv100, _, _ = fig.axes
+    assert "epoch 10, 1 of 12 runs" in adv10.get_title()
+    assert [t.get_text() for t in adv10.get_yticklabels()] == ["1L·2H r=0.5 n=1, base adv 40%"]
+    assert adv10.images[0].get_array()[0, 0] == pytest.approx(5)  # that run alone
+    assert "epoch 100, 12 of 12 runs" in adv100.get_title()
+    assert adv100.images[0].get_array()[0, 0] == pytest.approx(-20)  # seeds 0–2 at 100 only
+    # runs that ended at different epochs: the epoch on every row, rows never pooled
+    ended = table[table["epoch"] == 100].copy()
+    ended.loc[ended["run_id"] == one, "epoch"] = 60
+    last = ablation_heatmap(ended, runs=runs).axes[0]
+    labels = [t.get_text() for t in last.get_yticklabels()]
+    assert labels[:2] == ["1L·2H r=0.5 epoch 60 n=1, base adv 40%",
+                          "1L·2H r=0.5 epoch 100 n=2, base adv 40%"]
+    assert last.images[0].get_array()[:2, 0].tolist() == pytest.approx([-20, -20])

@@ -150,7 +150,8 @@ def test_rate_vs_ratio_lines_per_config_and_paper_points():
     fig = rate_vs_ratio(runs, paper=PAPER)
     assert isinstance(fig, Figure)
     labels = fig.axes[0].get_legend_handles_labels()[1]
-    assert {"1L·1H wd=0.1", "2L·2H wd=0.4", "paper 1L", "paper 2L", "chance b=1/2"} <= set(labels)
+    assert {"1L·1H wd=0.1", "2L·2H wd=0.4", "paper 1L", "paper 2L",
+            "chance b = 1/k = 1/2 (k labels)"} <= set(labels)
     assert fig.axes[0].get_ylim() == pytest.approx((-0.03, 1.03))
 
 

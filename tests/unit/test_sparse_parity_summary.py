@@ -20,11 +20,11 @@ from rulelab.studies.sparse_parity.summary import (
 )
 
 
-def curve(steps, acc, mass, gap=None):
-    """Metric dicts of a synthetic run, one per evaluation."""
+def curve(steps, acc, mass, gap=None, band=0.01):
+    """Metric dicts of a synthetic run, one per evaluation (a constant null band)."""
     gap = gap or [-0.05] * len(steps)
     return [(s, {("eval", "acc"): a, ("eval", "loss"): 1 - a, ("eval", "fourier_gap"): g,
-                 ("weights", "support_mass"): m})
+                 ("weights", "support_mass"): m, ("weights", "null_band"): band})
             for s, a, m, g in zip(steps, acc, mass, gap, strict=True)]
 
 
@@ -53,9 +53,22 @@ def test_summary_on_a_synthetic_curve_counts_optimizer_steps():
     assert s.steps_to_learn == 5 * 32
     assert s.visible_step == 4 * 32
     assert s.hidden_progress_step == 3 * 32  # 0.112 ≥ 1.1 · 0.10, while acc was 55%
+    assert s.hidden_called and s.hidden_band == 0.01 and s.hidden_rise == pytest.approx(0.12)
+    assert s.mass_rise_step == 3 * 32
     assert s.fourier_step == 3 * 32
     assert s.support_mass_init == 0.10 and s.max_eval_acc == 1.0 and s.final_epoch == 6
     assert SparseParitySummary.from_dict(s.as_dict()) == s
+    # the same curve under a band above the support's rise: +10% alone is not a call
+    high = SparseParitySummary(steps_per_epoch=32)
+    for epoch, metrics in curve(steps, acc, mass, gap, band=0.15):
+        high.update(epoch, metrics)
+    assert not high.hidden_called and high.hidden_progress_step is None
+    assert high.mass_rise_step == 3 * 32
+    # no band (a transformer, too few off-support subsets): never called
+    none = SparseParitySummary(steps_per_epoch=32)
+    for epoch, metrics in curve(steps, acc, mass, gap, band=float("nan")):
+        none.update(epoch, metrics)
+    assert not none.hidden_called and none.hidden_progress_step is None
 
 
 def test_summary_of_a_run_that_never_learns():
@@ -122,8 +135,12 @@ def test_progress_steps_reread_from_stored_curves():
     curves = progress_curves(runs, metrics)
     assert curves["step"].tolist() == [0, 2, 4, 6, 8]  # 2 steps per epoch
     p = progress_steps(runs, metrics).iloc[0]
-    assert p["hidden_progress_step"] == 4  # 0.34 ≥ 0.33
+    assert p["hidden_progress_step"] == 4  # 0.34 ≥ 0.33, rise 13% > the 1% band
+    assert p["hidden_called"] and p["hidden_band"] == 0.01 and p["mass_rise_step"] == 4
     assert p["fourier_step"] == 4 and p["visible_step"] == 6 and p["steps_to_learn"] == 8
     assert p["lead"] == 2
     doubled = progress_steps(runs, metrics, factor=2.0).iloc[0]
-    assert doubled["hidden_progress_step"] == 8  # 0.9 ≥ min(0.6, 0.65)
+    assert doubled["mass_rise_step"] == 8  # 0.9 ≥ min(0.6, 0.65)
+    assert not doubled["hidden_called"]  # … after visible progress: not hidden
+    stored_before = metrics[metrics["metric"] != "null_band"]  # a lab without the band
+    assert not progress_steps(runs, stored_before).iloc[0]["hidden_called"]

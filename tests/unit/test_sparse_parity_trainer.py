@@ -130,6 +130,8 @@ def test_a_tiny_run_learns_its_parity_and_its_weights_move_to_the_support(n, k, 
     s = train([c]).summaries[0]
     assert s.learned and s.final_eval_acc == 1.0 and s.steps_to_learn <= epochs
     assert s.final_support_mass > 1.3 * s.support_mass_init  # the weights went to the support
-    assert s.hidden_progress_step is not None
+    assert s.mass_rise_step is not None
+    # C(n − k, k) ≤ 10 off-support subsets: too few for a 5% band, so nothing is called
+    assert s.hidden_band != s.hidden_band and s.hidden_progress_step is None
     assert s.fourier_step is not None and s.fourier_step <= s.steps_to_learn
     assert time.perf_counter() - start < 20

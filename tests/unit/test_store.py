@@ -14,7 +14,7 @@ import torch
 
 from rulelab.config import stable_hash
 from rulelab.store import Lab, LabFrames, StoreError, code_version, load, resolve_lab
-from rulelab.store.version import describe
+from rulelab.store.version import ENGINE_VERSION, describe
 
 
 def _cfg(seed: int, ratio: float = 0.9) -> dict:
@@ -201,6 +201,8 @@ def test_runs_json_shape(lab):
             "summary": {"generalized": False},
             "error": None,
             "code_version": code_version(),
+            "engine_version": ENGINE_VERSION,
+            "engine_switch": None,
         }
     ]
 

@@ -123,12 +123,15 @@ def analyze_stored(
     require_runs(configs, lab, task)
     frames = []
     for epoch, have in plan_epochs(lab, configs, epochs):
-        for trainer in load_ensembles(lab, have, epoch=epoch, max_members=max_members):
+        for i, trainer in enumerate(load_ensembles(lab, have, epoch=epoch,
+                                                   max_members=max_members), 1):
             frame = with_run_ids(analysis(trainer), trainer, trainer.epoch, columns)
             key = stable_hash({"runs": [c.run_id for c in trainer.configs],
                                "epoch": trainer.epoch})
             lab.write_table(name, key, frame)
             frames.append(frame)
             if on_step:
-                on_step(f"{name}: {len(trainer.configs)} runs at epoch {trainer.epoch}")
+                n = len(trainer.configs)  # one line per ensemble, each named (issue 23)
+                on_step(f"{name}: ensemble {i} ({trainer.configs[0].label()}, {n} "
+                        f"run{'s' if n != 1 else ''}) at epoch {trainer.epoch}")
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

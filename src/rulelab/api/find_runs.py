@@ -7,7 +7,8 @@ abbreviated hashes). Wherever a run is named (``lab.model``, ``lab.analyze(runs=
 
 ``where`` is pandas' ``DataFrame.query`` syntax over a runs frame (``layers == 2 and
 ratio > 0.5``), checked first so that a typo is one line naming the columns there are rather
-than a pandas traceback (:func:`where`).
+than a pandas traceback (:func:`where`). The commands that act on runs (``runs``, ``analyze``,
+``report``, ``export``) take it as ``--where`` through :func:`select`.
 """
 
 from __future__ import annotations
@@ -118,3 +119,17 @@ def where(runs: pd.DataFrame, expr: str | None, columns: dict[str, list[str]] | 
         raise UserError(f"{what}: {expr!r} is not a condition on each run (e.g. "
                         f"\"layers == 2\"); the columns allowed are {named}")
     return runs[mask]
+
+
+def select(lab, expr: str | None, what: str = "--where") -> pd.DataFrame:
+    """``lab.runs()`` where ``expr`` holds (every run when it is empty), checked as ``rulelab
+    runs --where`` checks it (:func:`where` over :func:`query_columns`); a filter that picks
+    no run is one :class:`UserError` line."""
+    runs = lab.runs()
+    if not expr or not expr.strip():
+        return runs
+    picked = where(runs, expr, query_columns(runs, lab.runs_json()), what=what)
+    if picked.empty:
+        raise UserError(f"{what}: no run matches {expr!r} (of the {len(runs)} runs in "
+                        f"{lab.root}); `rulelab runs --ids` lists them with their config")
+    return picked

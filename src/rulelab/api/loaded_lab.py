@@ -3,8 +3,10 @@
 ::
 
     lab = rulelab.load("rulelab-runs/shortcut-saturation-quick")
-    lab.runs                      # one row per run: status, config, summary (upgraded)
-    lab.metrics                   # long: run_id, epoch, split, metric, value
+    lab.runs                      # one row per run, indexed by run id: status, config,
+                                  # summary (upgraded); lab.runs.loc[run_id]
+    lab.metrics                   # long: run_id, epoch, split, metric, value (a running
+                                  # run's rows so far: see ``lab.running``)
     lab.analyses["gradients"]     # a stored table, with the runs' config columns
     model = lab.model("ec7154")   # a run (any unique id prefix): TransformerLens-style model
     lab.analyze("ablation", runs=[run_id], epochs="final")   # a DataFrame; the lab untouched
@@ -12,8 +14,11 @@
     lab.curves("acc", "val", by=["layers"])                 # one metric + config columns
     lab.compare("ec7154", "3f2b9a")                         # two runs' fields side by side
 
-``runs, metrics = rulelab.load(path)`` still unpacks as before. Reading never writes the lab;
-only ``analyze(..., save=True)`` stores a table.
+``runs, metrics = rulelab.load(path)`` still unpacks as before; ``lab.runs["run_id"]`` and
+``.iloc`` work as before, the index is the run id. Reading never writes the lab; only
+``analyze(..., save=True)`` stores a table. A lab is read as it is at ``load``: a run a sweep
+is training (``status == "running"``) has its metrics up to the last epoch its chunk flushed
+(every few seconds, :mod:`rulelab.train.live_metrics`); load again for newer rows.
 """
 
 from __future__ import annotations
@@ -44,7 +49,9 @@ class LoadedLab:
         self.lab = lab
         frames = load_frames(lab)
         self.metrics: pd.DataFrame = frames.metrics
-        self.runs: pd.DataFrame = upgrade_by_task(frames.runs, frames.metrics)
+        runs = upgrade_by_task(frames.runs, frames.metrics)
+        # indexed by run id (unnamed: "run_id" stays a column, and merge/groupby on it work)
+        self.runs: pd.DataFrame = runs.set_axis(pd.Index(runs["run_id"].to_numpy(dtype=object)))
         self.analyses = StoredTables(lab, self.runs)
 
     @property
@@ -64,9 +71,23 @@ class LoadedLab:
     def __repr__(self) -> str:
         task_names = ", ".join(sorted(self.runs["task"].dropna().unique())) \
             if "task" in self.runs.columns else ""
+        running = self.running
+        live = ""
+        if len(running):
+            last = self.metrics[self.metrics["run_id"].isin(running.index)]["epoch"]
+            live = (f"; {len(running)} running, metrics "
+                    f"{f'to epoch {int(last.max())}' if len(last) else 'not flushed yet'}")
         return (f"LoadedLab({str(self.path)!r}: {len(self.runs)} runs"
-                f"{f' ({task_names})' if task_names else ''}; analyses: "
+                f"{f' ({task_names})' if task_names else ''}{live}; analyses: "
                 f"{', '.join(self.analyses) or 'none'})")
+
+    @property
+    def running(self) -> pd.Series:
+        """``{run id: last epoch in lab.metrics}`` of the runs a sweep was training at
+        ``load`` (their metrics stop at what their chunk flushed; NaN: none yet)."""
+        ids = self.runs.index[self.runs["status"] == "running"] if len(self.runs) else []
+        last = self.metrics[self.metrics["run_id"].isin(ids)].groupby("run_id")["epoch"].max()
+        return last.reindex(ids).rename("epoch")
 
     # --- finding and comparing runs (issue 23) --------------------------------------------
     @property

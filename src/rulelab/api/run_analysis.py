@@ -10,13 +10,15 @@ with ``save=True`` — so exploring from a notebook leaves the lab as it was.
 from __future__ import annotations
 
 import contextlib
+import re
+import warnings
 from collections.abc import Sequence
 
 import pandas as pd
 
 from rulelab.api.find_runs import resolve_runs
 from rulelab.errors import UserError
-from rulelab.store import Lab
+from rulelab.store import Lab, StoreError
 from rulelab.studies import studies
 from rulelab.study import Analysis, resolve
 
@@ -89,10 +91,28 @@ def run_analysis(lab: Lab, name: str, *, runs: Sequence[str] | None = None,
     if runs is not None:
         runs = [runs] if isinstance(runs, str) else list(runs)
         runs = resolve_runs(runs, [r["run_id"] for r in lab.runs_json()], lab.root)
+    if values.get("epochs") == "all" and not any(
+            lab.snapshot_epochs(r) for r in (runs or [r["run_id"] for r in lab.runs_json()])):
+        # the README's `lab.analyze("gradients", epochs="all")` on a lab trained without
+        # snapshots (the quick preset's): its only stored weights are the final ones
+        warnings.warn("epochs='all': no run has weight snapshots (train with snapshots=N to "
+                      "keep some), so the final weights are analysed", stacklevel=3)
+        values["epochs"] = "final"
     view = RecordingLab(lab, runs, save)
-    with contextlib.nullcontext() if show else quiet_consoles():
-        resolve(analysis.run)(view, **values)
+    try:
+        with contextlib.nullcontext() if show else quiet_consoles():
+            resolve(analysis.run)(view, **values)
+    except (StoreError, UserError) as e:  # worded for the command line: name the keyword
+        raise type(e)(python_words(str(e))) from None
     return pd.concat(view.written, ignore_index=True) if view.written else pd.DataFrame()
+
+
+def python_words(message: str) -> str:
+    """A command-line message as Python names its keywords: ``--epochs`` → ``epochs``,
+    ``--snapshots N`` → ``snapshots=N``."""
+    message = re.sub(r"--([a-z0-9-]+) N\b", lambda m: f"{m.group(1).replace('-', '_')}=N",
+                     message)
+    return re.sub(r"--([a-z0-9-]+)", lambda m: m.group(1).replace("-", "_"), message)
 
 
 @contextlib.contextmanager

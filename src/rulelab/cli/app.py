@@ -14,6 +14,7 @@ from rulelab.cli.commands import LIST_FLAGS
 from rulelab.cli.lab import report_cmd, runs_cmd, status_cmd
 from rulelab.cli.reproduce import reproduce_command
 from rulelab.cli.scale_map import scale_map_cmd
+from rulelab.cli.show import show_cmd
 from rulelab.cli.sweep import sweep_cmd
 from rulelab.cli.train import data_command, train_command
 from rulelab.cli.verify import verify_cmd
@@ -45,6 +46,7 @@ def build_app() -> typer.Typer:
             groups["analyze"].command(analysis.name)(analysis_command(analysis))
         groups["reproduce"].command(study.name)(reproduce_command(study))
     app.command("runs")(runs_cmd)
+    app.command("show")(show_cmd)
     app.command("report")(report_cmd)
     app.command("sweep")(sweep_cmd)
     app.command("status")(status_cmd)

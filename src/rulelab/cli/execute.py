@@ -11,8 +11,10 @@ run's checkpoint before it takes the lab's lock.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
 from pathlib import Path
 
 from rulelab.errors import UserError
@@ -88,9 +90,11 @@ def execute(recipe, settings, lab: Path | None, *, command: str, executor=None,
     def header(plan) -> None:
         capped = "" if min(plan.caps.values(), default=plan.max_members) >= plan.max_members \
             else f"; at most {min(plan.caps.values())} per ensemble: memory"
-        err_console.print(f"{recipe.experiment}: {plan.n_runs} runs → lab {the_lab.root} "
-                          f"({name} executor, {settings.device_label}{capped})", markup=False,
-                          highlight=False, soft_wrap=True)  # one line in a log file too
+        for line in (f"{recipe.experiment}: {plural(plan.n_runs, 'run')} → lab {the_lab.root} "
+                     f"({name} executor, {settings.device_label}{capped})",
+                     *estimate_lines(plan, settings)):
+            err_console.print(line, markup=False, highlight=False,
+                              soft_wrap=True)  # one line in a log file too
 
     try:
         result = run(recipe, the_lab, settings, executor, progress, command=command,
@@ -100,3 +104,79 @@ def execute(recipe, settings, lab: Path | None, *, command: str, executor=None,
     except (StoreError, RayUnavailable) as e:  # a damaged checkpoint, a busy lab, a full disk
         raise UserError(str(e)) from None
     return the_lab, result
+
+
+LONG_SECONDS = 3600.0  # above this, the estimate comes with a warning line
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 run``, ``2 runs``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def estimate_lines(plan, settings) -> list[str]:
+    """How long the plan will take, by the planner's cost model on ``settings``' device (the
+    figure ``sweep --dry-run`` prints), and a warning line when that is over an hour (issue
+    23: a two-hour ``train`` used to start with "ETA unknown")."""
+    from rulelab.sweep.estimate import human_seconds, speed
+
+    if not plan.chunks:
+        return [f"nothing to train: {plural(plan.n_done, 'run')} done, {plan.n_failed} "
+                "failed before"]
+    on = speed(settings.device, settings.precision)
+    seconds = plan.seconds(on)
+    before = f"; {plan.n_done} done before" if plan.n_done else ""
+    lines = [f"estimate: {human_seconds(seconds)} for {plural(plan.n_todo, 'run')} "
+             f"({plan.seed_epochs():,} member-epochs) on {on.note}{before}"]
+    if seconds > LONG_SECONDS:
+        lines.append(f"warning: this takes about {human_seconds(seconds)} (estimate); stop it "
+                     "with Ctrl-C at any time and run the same command again to resume")
+    return lines
+
+
+def study_of(task_name: str):
+    """The registered study that declares task ``task_name``."""
+    from rulelab.studies import studies
+
+    return next(s for s in studies() if task_name in {t.name for t in s.tasks})
+
+
+def print_results(lab, recipe, result) -> None:
+    """How a ``train`` or ``sweep`` ended: the rate table of its runs (as ``rulelab runs``
+    prints it) and the commands that go on from there (issue 23)."""
+    from functools import partial
+
+    from rulelab.cli.options import print_warnings
+    from rulelab.report.terminal import console, print_rate_table
+    from rulelab.store import StoreError
+
+    ids = {c.run_id for c in recipe.configs()}
+    try:
+        runs = lab.runs()
+        runs = runs[runs["run_id"].isin(ids)]
+        print_rate_table(console, runs, metrics=partial(lab.read_metrics, skip_damaged=True))
+    except StoreError as e:
+        raise UserError(str(e)) from None
+    finally:
+        print_warnings(lab)
+    for line in next_steps(study_of(recipe.task), lab.root, Path("report.html")):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def next_steps(study, lab: Path, out: Path) -> list[str]:
+    """The commands that inspect the lab a command wrote (issue 10: after ``make quick`` a
+    new user should not have to guess that its lab is not ``./rulelab-runs``)."""
+    from rulelab.cli.options import shown_path
+
+    where = shlex.quote(shown_path(lab))
+    code = f"import rulelab; lab = rulelab.load({json.dumps(shown_path(lab))}); print(lab.runs)"
+    lines = ["", f"inspect the lab {shown_path(lab)}:",
+             f"  rulelab runs --lab {where}",
+             f"  rulelab status --lab {where}",
+             f"  rulelab report --lab {where} --out {shlex.quote(shown_path(out))}"]
+    names = [a.name for a in study.analyses]
+    if names:
+        others = f"  (also: {', '.join(names[1:])})" if names[1:] else ""
+        lines.append(f"  rulelab analyze {names[0]} --lab {where}{others}")
+    lines.append(f"  python -c {shlex.quote(code)}")
+    return lines

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from rulelab.cli.analyze import WHERE_HELP
 from rulelab.cli.options import LabOpt, check_out, open_lab, print_warnings
 from rulelab.errors import UserError
 
@@ -69,11 +70,14 @@ def runs_cmd(
 def report_cmd(
     out: Path = typer.Option(Path("report.html"), "--out", help="HTML file to write"),
     lab: Path | None = LabOpt,
+    where_expr: str | None = typer.Option(None, "--where", help=WHERE_HELP),
 ) -> None:
     """Write one self-contained HTML report with figures for the lab: a section per task,
-    with its study's figures and analyses."""
+    with its study's figures and analyses (--where: of the runs it picks only)."""
+    from rulelab.api.find_runs import select
     from rulelab.report.analyses import read_analyses
-    from rulelab.report.html import by_task, write_report
+    from rulelab.report.html import by_task
+    from rulelab.report.results import write_lab_report
     from rulelab.report.terminal import console
     from rulelab.report.views import view_of
     from rulelab.store import StoreError
@@ -81,18 +85,19 @@ def report_cmd(
     check_out("--out", out)
     the_lab = open_lab(lab, create=False)
     try:
-        runs = the_lab.runs()
+        runs = select(the_lab, where_expr)  # every run without --where
         the_lab.check_metrics_files(runs)
-        metrics = the_lab.read_metrics(skip_damaged=True)  # a damaged file: report the rest
+        metrics = the_lab.read_metrics(list(runs["run_id"]) if where_expr else None,
+                                       skip_damaged=True)  # a damaged file: report the rest
         names = [n for _, part in by_task(runs) for n in view_of(part).analyses]
         analyses = read_analyses(the_lab, runs, names)  # tracked and post-hoc rows apart
-        path = write_report(out, title=f"rulelab report — {the_lab.root.name}", runs=runs,
-                            metrics=metrics, analyses=analyses)
+        path = write_lab_report(out, the_lab, runs, metrics, analyses)  # results first
     except StoreError as e:
         raise UserError(str(e)) from None
     finally:
         print_warnings(the_lab)
-    console.print(f"wrote {path}", markup=False, highlight=False)
+    picked = f" ({len(runs)} runs where {where_expr})" if where_expr else ""
+    console.print(f"wrote {path}{picked}", markup=False, highlight=False)
 
 
 def status_cmd(

@@ -6,8 +6,6 @@ registered study (:class:`rulelab.study.Study`)."""
 from __future__ import annotations
 
 import inspect
-import json
-import shlex
 import time
 from pathlib import Path
 
@@ -15,7 +13,9 @@ import typer
 
 from rulelab.cli import options
 from rulelab.cli.commands import command
+from rulelab.cli.execute import next_steps
 from rulelab.errors import UserError
+from rulelab.settings import ENGINE_HELP
 
 KW = inspect.Parameter.KEYWORD_ONLY
 
@@ -36,17 +36,27 @@ def reproduce_command(study):
             None, "--precision", help="fp32 or bf16 (default: the recipe's)")),
         inspect.Parameter("quiet", KW, annotation=bool, default=typer.Option(
             False, "--quiet", help=options.QUIET_HELP)),
+        inspect.Parameter("allow_engine_change", KW, annotation=bool, default=typer.Option(
+            False, "--allow-engine-change", help=ENGINE_HELP)),
+        inspect.Parameter("overrides", KW, annotation=list[str] | None, default=typer.Argument(
+            None, metavar="KEY=VALUE", help="overrides of the scale's recipe, checked as its "
+            "YAML is (base.epochs=50 seeds.count=2); default lab and report then end in a tag "
+            "of them")),
     ]
 
     def run(scale: str, out: Path | None, lab: Path | None, device: str,
-            precision: str | None, quiet: bool) -> None:
-        reproduce(study, scale, out, lab, device, precision, quiet)
+            precision: str | None, quiet: bool, allow_engine_change: bool,
+            overrides: list[str] | None) -> None:
+        reproduce(study, scale, out, lab, device, precision, quiet, allow_engine_change,
+                  overrides=overrides or ())
 
     return command(run, params, f"{study.title}: its recipe, analyses and report.")
 
 
-def reproduce(study, scale, out, lab, device, precision, quiet) -> None:
+def reproduce(study, scale, out, lab, device, precision, quiet,
+              allow_engine_change: bool = False, *, overrides=()) -> None:
     from rulelab.cli.execute import check_recipe, execute
+    from rulelab.cli.sweep import parse_overrides
     from rulelab.report.terminal import console
     from rulelab.store import StoreError
     from rulelab.study import Reproduction, resolve
@@ -56,15 +66,18 @@ def reproduce(study, scale, out, lab, device, precision, quiet) -> None:
         raise UserError(f"--scale: {scale!r} is not allowed; use one of "
                         f"{', '.join(study.scales())}")
     options.check_device(device)
-    out = options.check_out("--out", out or Path("reports") / f"{study.name}-{scale}.html")
     try:
-        recipe = load_recipe(study.recipe_path(scale))
+        given = parse_overrides(list(overrides))
+        name = f"{study.name}-{scale}" + (f"-{override_tag(given)}" if given else "")
+        out = options.check_out("--out", out or Path("reports") / f"{name}.html")
+        recipe = load_recipe(study.recipe_path(scale), given)
     except RecipeError as e:
         raise UserError(str(e)) from None
-    settings = recipe.execution.merged(device=device, precision=precision, quiet=quiet or None)
+    settings = recipe.execution.merged(device=device, precision=precision, quiet=quiet or None,
+                                       allow_engine_change=allow_engine_change or None)
     options.check_precision(settings.precision, device)
     check_recipe(recipe, settings)
-    lab = lab or Path("rulelab-runs") / f"{study.name}-{scale}"
+    lab = lab or Path("rulelab-runs") / name
     t0 = time.perf_counter()
     the_lab, _ = execute(recipe, settings, lab, command="reproduce")
     train_seconds = time.perf_counter() - t0
@@ -78,20 +91,10 @@ def reproduce(study, scale, out, lab, device, precision, quiet) -> None:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def next_steps(study, lab: Path, out: Path) -> list[str]:
-    """The commands that inspect the lab a reproduction wrote (issue 10: after ``make quick``
-    a new user should not have to guess that its lab is not ``./rulelab-runs``)."""
-    from rulelab.cli.options import shown_path
 
-    where = shlex.quote(shown_path(lab))
-    code = f"import rulelab; lab = rulelab.load({json.dumps(shown_path(lab))}); print(lab.runs)"
-    lines = ["", f"inspect the lab {shown_path(lab)}:",
-             f"  rulelab runs --lab {where}",
-             f"  rulelab status --lab {where}",
-             f"  rulelab report --lab {where} --out {shlex.quote(shown_path(out))}"]
-    names = [a.name for a in study.analyses]
-    if names:
-        others = f"  (also: {', '.join(names[1:])})" if names[1:] else ""
-        lines.append(f"  rulelab analyze {names[0]} --lab {where}{others}")
-    lines.append(f"  python -c {shlex.quote(code)}")
-    return lines
+def override_tag(overrides) -> str:
+    """Six characters naming a set of overrides (the default lab and report of a reproduction
+    with them, so an overridden run never mixes into the scale's own lab)."""
+    from rulelab.config import stable_hash
+
+    return stable_hash(sorted(o.text for o in overrides))[:6]

@@ -1,7 +1,8 @@
 """``rulelab sweep RECIPE`` (a YAML file, or ``STUDY/SCALE`` for a study's own recipe):
 every run trained once, packed into ensembles, locally or on Ray; re-run to resume
 (DESIGN §3–4). Everything is validated (the recipe, every run, the flags, the executor) before
-the lab is opened for writing; ``--dry-run`` writes nothing at all."""
+the lab is opened for writing; ``--dry-run`` writes nothing at all. ``KEY=VALUE`` arguments
+override the recipe (:mod:`rulelab.sweep.overrides`: ``base.epochs=50 seeds.count=2``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import typer
 from rulelab.cli import options
 from rulelab.cli.options import LabOpt
 from rulelab.errors import UserError
+from rulelab.settings import ENGINE_HELP
 
 
 def recipe_path(recipe: Path) -> Path:
@@ -30,6 +32,9 @@ def recipe_path(recipe: Path) -> Path:
 def sweep_cmd(
     recipe: Path = typer.Argument(..., help="YAML recipe, or STUDY/SCALE (e.g. "
                                   "shortcut-saturation/paper)"),
+    overrides: list[str] | None = typer.Argument(
+        None, metavar="KEY=VALUE", help="overrides of the recipe, checked as its YAML is: "
+        "base.epochs=50 seeds.count=2 grid.ratio=[0.5,0.9] (a bare config key: base or grid)"),
     lab: Path | None = LabOpt,
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan; write nothing"),
     executor: str = typer.Option("local", "--executor", help="local or ray"),
@@ -50,9 +55,11 @@ def sweep_cmd(
     gpus_per_chunk: float | None = typer.Option(None, "--gpus-per-chunk",
                                                 help="Ray: GPUs per chunk (default 1 on cuda)"),
     quiet: bool = typer.Option(False, "--quiet", help=options.QUIET_HELP),
+    allow_engine_change: bool = typer.Option(False, "--allow-engine-change",
+                                             help=ENGINE_HELP),
 ) -> None:
     """Run a recipe: every run trained once, packed into ensembles; re-run to resume."""
-    from rulelab.cli.execute import check_recipe, execute
+    from rulelab.cli.execute import check_recipe, execute, plural, print_results
     from rulelab.report.terminal import console, err_console
     from rulelab.sweep import load_recipe, make_plan
     from rulelab.sweep.estimate import speed
@@ -75,13 +82,14 @@ def sweep_cmd(
     options.check_device(device, here=here)
     options.check_precision(precision, device, here=here)
     try:
-        the_recipe = load_recipe(recipe_path(recipe))
+        the_recipe = load_recipe(recipe_path(recipe), parse_overrides(overrides))
     except RecipeError as e:
         raise UserError(str(e)) from None
     settings = the_recipe.execution.merged(
         device=device, precision=precision, max_members=max_members,
         checkpoint_every=checkpoint_every, micro_batch=micro_batch, memory_gib=memory_gib,
-        threads=cpus_per_chunk if executor == "ray" else None, quiet=quiet or None)
+        threads=cpus_per_chunk if executor == "ray" else None, quiet=quiet or None,
+        allow_engine_change=allow_engine_change or None)
     check_recipe(the_recipe, settings)
     if dry_run:
         _dry_run(the_recipe, recipe, settings, lab, console, describe_plan, make_plan, speed)
@@ -91,8 +99,8 @@ def sweep_cmd(
     try:
         if executor == "ray":
             runner.start()  # a cluster that cannot be reached fails before the lab is written
-        _, result = execute(the_recipe, settings, lab, command="sweep", executor=runner,
-                            interleave_seeds=True)
+        the_lab, result = execute(the_recipe, settings, lab, command="sweep", executor=runner,
+                                  interleave_seeds=True)
     except UserError:
         raise
     except Exception as e:  # RayUnavailable from start()
@@ -106,15 +114,23 @@ def sweep_cmd(
             runner.close()
     plan = result.plan
     err_console.print(
-        f"trained {result.done + result.failed} of {plan.n_todo} runs "
+        f"trained {result.done + result.failed} of {plural(plan.n_todo, 'run')} "
         f"({result.done} done, {result.failed} failed); {plan.n_done} were done before",
         markup=False, highlight=False)
     if result.failed:
         err_console.print("failure reasons: rulelab status", markup=False)
+    print_results(the_lab, the_recipe, result)
     if result.lost:
         err_console.print(f"{len(result.lost)} chunk(s) lost ({result.lost[0]}); their runs "
                           "are pending again: re-run the sweep to retry them", markup=False)
         sys.exit(1)
+
+
+def parse_overrides(items: list[str] | None) -> list:
+    """``key=value`` arguments → overrides (:mod:`rulelab.sweep.overrides`)."""
+    from rulelab.sweep.overrides import parse_override
+
+    return [parse_override(item) for item in items or ()]
 
 
 def _dry_run(the_recipe, recipe, settings, lab, console, describe_plan, make_plan, speed):
@@ -125,7 +141,9 @@ def _dry_run(the_recipe, recipe, settings, lab, console, describe_plan, make_pla
         plan = make_plan(the_recipe, existing, settings)
     except StoreError as e:  # e.g. a damaged checkpoint met while reading resume epochs
         raise UserError(str(e)) from None
-    console.print(f"plan for {recipe} (dry run: nothing written)", markup=False)
+    given = f" with {' '.join(the_recipe.overrides)}" if the_recipe.overrides else ""
+    console.print(f"plan for {recipe}{given} (dry run: nothing written)", markup=False,
+                  highlight=False)
     for line in describe_plan(plan, cpu=speed("cpu"), gpu=speed("cuda", settings.precision)):
         console.print(line, markup=False, highlight=False)
 

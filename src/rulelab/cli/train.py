@@ -6,7 +6,8 @@ task (``--device``, ``--precision``, ``--max-members``, ``--checkpoint-every`` i
 ``--micro-batch``, ``--snapshots``, ``--track``, ``--memory-gib``, …). The flags become a recipe
 (:func:`rulelab.sweep.recipe.recipe_from_flags`) that trains through the planner and the one
 driver, like ``reproduce`` and ``sweep``. Everything is validated (every run built) before the
-lab is opened.
+lab is opened. ``rulelab.train(task, **config)`` builds its recipe here too (:func:`defaults`,
+:func:`train_recipe`), so Python and the command line train the same runs.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from pathlib import Path
 import typer
 
 from rulelab.cli import options
-from rulelab.cli.commands import command, field_option, is_bool, list_flags
+from rulelab.cli.commands import base_type, command, field_option, is_bool, list_flags
 from rulelab.errors import UserError
 from rulelab.grid import check_size, seed_range_problem
-from rulelab.settings import Settings
+from rulelab.settings import ENGINE_HELP, Settings
 
 KW = inspect.Parameter.KEYWORD_ONLY
 
@@ -52,12 +53,14 @@ def execution_options(task) -> list[inspect.Parameter]:
         _opt("snapshots", int, 0, "--snapshots", help="keep weights at ~N log-spaced epochs"),
         inspect.Parameter("lab", KW, annotation=Path | None, default=options.LabOpt),
         _opt("quiet", bool, False, "--quiet", help=options.QUIET_HELP),
+        _opt("allow_engine_change", bool, False, "--allow-engine-change",
+             help=ENGINE_HELP),
     ]
 
 
 EXECUTION = ("seeds", "seed_start", "experiment", "device", "precision", "max_members",
              "checkpoint_every", "micro_batch", "memory_gib", "track", "track_every",
-             "snapshots", "lab", "quiet")
+             "snapshots", "lab", "quiet", "allow_engine_change")
 
 
 def config_options(task) -> list[inspect.Parameter]:
@@ -81,8 +84,29 @@ def train_command(task):
     return command(run, params, task.help), list_flags(params)
 
 
+def defaults(task) -> tuple[dict, dict]:
+    """``rulelab train TASK``'s defaults, as its command would receive them: the execution
+    values and the config values (lists for list flags) — what :func:`rulelab.train` starts
+    from, so Python and the command line build the same runs."""
+    ex, values = {}, {}
+    for p in config_options(task) + execution_options(task):
+        (ex if p.name in EXECUTION else values)[p.name] = p.default.default
+    return ex, values
+
+
 def train(task, ex: dict, values: dict) -> None:
-    from rulelab.cli.execute import check_recipe, execute
+    from rulelab.cli.execute import execute, print_results
+
+    recipe, settings = train_recipe(task, ex, values)
+    the_lab, result = execute(recipe, settings, ex["lab"], command="train")
+    print_results(the_lab, recipe, result)
+
+
+def train_recipe(task, ex: dict, values: dict):
+    """The checked recipe and settings of a ``train`` command line (``ex``: the execution
+    values, ``values``: the config values); one :class:`UserError` line naming the flag for
+    any bad value, before anything is written."""
+    from rulelab.cli.execute import check_recipe
     from rulelab.sweep.recipe import recipe_from_flags
 
     options.positive("--seeds", ex["seeds"])
@@ -111,12 +135,12 @@ def train(task, ex: dict, values: dict) -> None:
                         max_members=ex["max_members"], checkpoint_every=ex["checkpoint_every"],
                         micro_batch=ex["micro_batch"], memory_gib=ex["memory_gib"],
                         snapshots=ex["snapshots"], track=track, track_every=ex["track_every"],
-                        quiet=ex["quiet"])
+                        quiet=ex["quiet"], allow_engine_change=ex["allow_engine_change"])
     options.check_experiment(ex["experiment"])
     recipe = recipe_from_flags(task.name, ex["experiment"], base, grid, seeds, settings)
     recipe.configs()  # every run is validated (one line naming the flag) before any write
     check_recipe(recipe, settings)
-    execute(recipe, settings, ex["lab"], command="train")
+    return recipe, settings
 
 
 def data_command(task):
@@ -126,6 +150,9 @@ def data_command(task):
     cls, fields = task.config, task.data.fields
     params = [field_option(cls, f, cls.model_fields[f], cls.model_fields[f].default,
                            many=not is_bool(cls.model_fields[f])) for f in fields]
+    for p in params:  # one value each (several are refused by name below): help says so
+        if not is_bool(cls.model_fields[p.name]):
+            p.default.metavar = f"<{base_type(cls.model_fields[p.name].annotation).__name__}>"
     params.append(_opt("out", Path, ..., "--out", help="Parquet file to write"))
 
     def run(out: Path, **values) -> None:

@@ -3,6 +3,10 @@
 Weight names and layouts follow TransformerLens (``x @ W``, ``W [in, out]``), each with one
 extra leading ``E``: ``W_Q [E, n_heads, d_model, d_head]``, ``W_O [E, n_heads, d_head, d_model]``.
 Activations are ``[E, batch, pos, ...]``; hook names match TransformerLens.
+
+Without hooks, a model runs its blocks' ``forward_fast`` instead (engine 2, issue 25): the
+residual stream is ``[E, pos, batch, d]`` (positions outermost) and attention runs through
+:mod:`rulelab.models.attention_core`, with no layout copy; the same function to rounding.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rulelab.models.attention_core import PackedAttention, QueryAttention
 from rulelab.models.hooks import HookPoint
+from rulelab.models.member_norm import MemberLayerNorm
 
 
 class LayerNorm(nn.Module):
@@ -40,6 +46,10 @@ class LayerNorm(nn.Module):
         shape = (x.shape[0],) + (1,) * (x.dim() - 2) + (x.shape[-1],)
         y = self.hook_normalized(F.layer_norm(x, x.shape[-1:], eps=self.eps))
         return torch.addcmul(self.b.view(shape), y, self.w.view(shape))
+
+    def forward_fast(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` without hooks: one fused kernel per member (engine 2)."""
+        return MemberLayerNorm.apply(x, self.w, self.b, self.eps)
 
 
 class _RowBmm(torch.autograd.Function):
@@ -131,6 +141,31 @@ class Attention(nn.Module):
         )
         return out.view(E, B, Tq, d)
 
+    def forward_fast(self, x: torch.Tensor, *, cls_only: bool = False) -> torch.Tensor:
+        """``x [E, T, B, d]`` (positions outermost, ``B`` a multiple of
+        :data:`~rulelab.models.attention_core.PAD`) → ``[E, T', B, d]``; ``cls_only`` keeps
+        the query at position 0 (T' = 1) and projects only its q."""
+        E, T, B, d = x.shape
+        H, dh = self.n_heads, self.d_head
+        n = H * dh
+        # Q, K, V computed transposed, Wᵀ xᵀ [E, 3·H·dh, T·B]: rows (which, head, c), columns
+        # (position, example) — the layout attention_core takes, with no copy.
+        Wt = torch.cat([self.W_Q, self.W_K, self.W_V], dim=1).transpose(2, 3).reshape(E, 3 * n, d)
+        b = torch.cat([self.b_Q, self.b_K, self.b_V], dim=1).reshape(E, 3 * n, 1)
+        xt = x.reshape(E, T * B, d).transpose(1, 2)  # [E, d, T·B]
+        scale = 1.0 / math.sqrt(dh)
+        if cls_only:
+            q = torch.baddbmm(b[:, :n], Wt[:, :n], xt[:, :, :B]).view(E, H, dh, 1, B)
+            kv = torch.baddbmm(b[:, n:], Wt[:, n:], xt).view(E, 2, H, dh, T, B)
+            z = QueryAttention.apply(q, kv, scale)  # [E, H, dh, 1, B]
+        else:
+            qkv = torch.baddbmm(b, Wt, xt).view(E, 3, H, dh, T, B)
+            z = PackedAttention.apply(qkv, scale)  # [E, H, dh, T, B]
+        Tq = z.shape[3]
+        zt = z.view(E, n, Tq * B).transpose(1, 2)  # [E, Tq·B, H·dh], a view
+        out = torch.baddbmm(self.b_O.unsqueeze(1), zt, self.W_O.reshape(E, n, d))
+        return out.view(E, Tq, B, d)
+
 
 class MLP(nn.Module):
     """Two-layer MLP ``W_out φ(x W_in + b_in) + b_out`` per member."""
@@ -183,3 +218,12 @@ class Block(nn.Module):
             h = self.ln2(x) if self.ln2 is not None else x
             x = x + self.hook_mlp_out(self.mlp(h))
         return self.hook_resid_post(x)
+
+    def forward_fast(self, x: torch.Tensor, *, cls_only: bool = False) -> torch.Tensor:
+        """:meth:`forward` without hooks on ``x [E, T, B, d]`` (positions outermost)."""
+        h = self.ln1.forward_fast(x) if self.ln1 is not None else x
+        attn_out = self.attn.forward_fast(h, cls_only=cls_only)
+        x = (x[:, :1] if cls_only else x) + attn_out
+        if self.mlp is not None:
+            x = x + self.mlp(self.ln2.forward_fast(x) if self.ln2 is not None else x)
+        return x

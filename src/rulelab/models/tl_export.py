@@ -120,7 +120,19 @@ def export_file(ensemble, member: int, out: Path, meta: dict) -> Path:
 
 
 def load_file(path: str | Path):
-    """The TransformerLens model of a file :func:`export_file` wrote."""
+    """The TransformerLens model of a file :func:`export_file` (``rulelab export tl``) wrote:
+    a ``TransformerBridge`` with TransformerLens ≥ 4, else a ``HookedTransformer``. Feed it
+    tokens ``[batch, n + 1]`` with the CLS token (``payload
+    ["cls_token"]``, id ``V``) first — ``lab.model(run).to_tokens(x)`` builds them — and read
+    the logits at position 0 (``payload["read_position"]``)::
+
+        from rulelab.models.tl_export import load_file
+        tl = load_file("run-tl.pt")
+        logits = tl(tokens)[:, 0]          # [batch, k], the run's own logits
+
+    The file is a ``torch.save`` dict ``{format, config, weights, cls_token, read_position,
+    meta}`` (``meta``: run id, epoch, lab) that loads with ``weights_only=True``; anything
+    else is one :class:`UserError` line."""
     payload = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise UserError(f"{path} is not a rulelab TransformerLens export ({FORMAT})")

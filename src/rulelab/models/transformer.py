@@ -15,16 +15,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rulelab.models.attention_core import PAD
 from rulelab.models.components import Block, LayerNorm
 from rulelab.models.hooks import HookedEnsemble, HookPoint
+
+FAST_ATTENTION_ENGINE = 2  # the first engine version that runs forward_fast (issue 25)
 
 
 class EnsembleTransformer(HookedEnsemble):
     """``E`` independent transformers sharing one shape. Input ``[E, B, n]`` → logits ``[E, B, k]``.
 
     ``cfg`` is any object with the shape fields of :class:`rulelab.config.MPSPRunConfig`
-    (``layers, heads, d_model, d_mlp, act, ln, vocab, seq_len, label_mod``).
+    (``layers, heads, d_model, d_mlp, act, ln, vocab, seq_len, label_mod``). ``engine`` is
+    the engine version whose numerics the forward computes (the trainer sets it to
+    :data:`rulelab.store.version.ENGINE_VERSION`).
     """
+
+    engine = 1
 
     def __init__(self, cfg, n_members: int) -> None:
         super().__init__()
@@ -65,6 +72,12 @@ class EnsembleTransformer(HookedEnsemble):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x [E, B, n]`` (integers, without CLS) → logits ``[E, B, k]`` read at CLS."""
+        hooked = any(hp.has_hooks for hp in self.hook_dict.values())
+        if (self.engine >= FAST_ATTENTION_ENGINE and not hooked
+                and torch._C._functorch.maybe_current_level() is None):
+            return self.forward_fast(x)
+        # Engine 1; or hooks, or under vmap / grad (per-example gradients: the analyses): the
+        # TransformerLens layout, whose ops all have batching rules.
         tokens = self.add_cls(x)
         E, B, T = tokens.shape
         # Gather from W_E flattened to [E·d_vocab, d]: F.embedding's backward accumulates each
@@ -75,12 +88,31 @@ class EnsembleTransformer(HookedEnsemble):
         embed = self.hook_embed(embed)  # [E, B, T, d]
         pos = self.hook_pos_embed(self.W_pos[:, :T].unsqueeze(1).expand(E, B, T, -1))
         resid = embed + pos
-        # Without hooks the last block only needs the CLS query: same logits, fewer FLOPs.
-        fast = not any(hp.has_hooks for hp in self.hook_dict.values())
-        for i, block in enumerate(self.blocks):
+        for i, block in enumerate(self.blocks):  # unhooked, the last block needs only CLS
             last = i == len(self.blocks) - 1
-            resid = block(resid, query_pos=0 if (fast and last) else None)
+            resid = block(resid, query_pos=0 if (last and not hooked) else None)
         if self.ln_final is not None:
             resid = self.ln_final(resid)
         cls = resid[:, :, 0]  # [E, B, d]
         return torch.baddbmm(self.b_U.unsqueeze(1), cls, self.W_U)  # [E, B, k]
+
+    def forward_fast(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` without hooks (engine 2): the residual stream ``[E, T, B, d]``,
+        positions outermost, the batch padded to a multiple of ``PAD`` with copies of its
+        first example (their logits are dropped, so their gradient is exactly 0), and only
+        the CLS row past the last block's keys and values."""
+        E, B, n = x.shape
+        if pad := -B % PAD:
+            x = torch.cat([x, x[:, :1].expand(E, pad, n)], dim=1)
+        tokens = self.add_cls(x).transpose(1, 2)  # [E, T, B']
+        V = self.W_E.shape[1]
+        offset = torch.arange(E, device=x.device).view(E, 1, 1) * V
+        resid = F.embedding(tokens + offset, self.W_E.reshape(E * V, -1))  # [E, T, B', d]
+        resid = resid + self.W_pos[:, : n + 1].unsqueeze(2)
+        for i, block in enumerate(self.blocks):
+            resid = block.forward_fast(resid, cls_only=i == len(self.blocks) - 1)
+        cls = resid[:, 0]  # [E, B', d]
+        if self.ln_final is not None:
+            cls = self.ln_final.forward_fast(cls)
+        logits = torch.baddbmm(self.b_U.unsqueeze(1), cls, self.W_U)  # [E, B', k]
+        return logits[:, :B] if pad else logits

@@ -26,6 +26,7 @@ from rulelab.analysis.stats import config_columns, rate_table
 from rulelab.report.views import RunsView, view_of
 
 MARK = "C3"  # colour of the marker of each seed's marked epoch
+THIN, THICK = 0.7, 1.8  # line widths: one seed, the median over seeds
 
 
 def new_figure(width: float, height: float) -> Figure:
@@ -96,9 +97,17 @@ def _config_groups(runs: pd.DataFrame, view: RunsView) -> list[tuple[str, pd.Dat
         title = view.label(g.iloc[0], [c for c in title_cols if c in g.columns])
         if "generalized" in g.columns and "status" in g.columns:
             row = rate_table(g, []).iloc[0]
-            title += f"\n{int(row['k'])}/{int(row['n'])} generalized"
+            title += f"\n{int(row['k'])}/{int(row['n'])} {view.word}"
         out.append((title, g))
     return out
+
+
+def _grid_shape(n: int) -> tuple[int, int, float, float]:
+    """(rows, columns, panel width, panel height) in inches of ``n`` small multiples: up to
+    4 across, smaller panels (down to 2.3 × 1.8 in) and 6 across once there are more than 8."""
+    ncols = max(1, min(4 if n <= 8 else 6, n))
+    nrows = max(1, math.ceil(n / ncols))
+    return (nrows, ncols, 3.4, 2.6) if n <= 8 else (nrows, ncols, 2.3, 1.9)
 
 
 def _curve_grid(
@@ -109,72 +118,99 @@ def _curve_grid(
     view: RunsView,
     ylabel: str,
     logy: bool,
-    max_configs: int,
+    max_configs: int | None,
     mark: tuple[str, str] | None,
 ) -> Figure:
-    """One panel per configuration; ``series`` = (split, metric, colour, label), one thin
-    line per seed plus the median over seeds; ``mark`` = (summary column, legend): each seed's
-    epoch in that column marked at 100%."""
+    """One panel per configuration (every one, as small multiples sharing both axes, unless
+    ``max_configs`` caps them); ``series`` = (split, metric, colour, label), one thin line per
+    seed plus the median over seeds where a configuration has 3 or more; ``mark`` = (summary
+    column, legend): each seed's epoch in that column marked at 100%. On a log axis a value
+    ≤ 0 (a loss of exactly 0) is a gap in its line, said in the legend. The legend lists
+    only what some panel draws."""
     groups = _config_groups(runs, view) if not runs.empty else []
-    shown = groups[:max_configs]
-    ncols = max(1, min(4, len(shown)))
-    nrows = max(1, math.ceil(len(shown) / ncols))
-    fig = new_figure(3.4 * ncols, 2.6 * nrows + 0.7)
+    shown = groups[:max_configs] if max_configs else groups
+    nrows, ncols, w, h = _grid_shape(len(shown))
+    fig = new_figure(w * ncols, h * nrows + 0.8)
     if not shown:
         empty_panel(fig.add_subplot(), "no runs yet")
         return fig
     xcol, curves = _curves(runs, metrics, series)
-    axes = fig.subplots(nrows, ncols, squeeze=False)
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True)
+    drawn_series, medians, marked, chance_drawn, zero = set(), False, False, None, False
     for ax, (title, g) in zip(axes.flat, shown, strict=False):
         drawn = False
         for split, metric, colour, _ in series:
             seeds = [curves[key] for rid in g["run_id"] if (key := (rid, split, metric)) in curves]
             for c in seeds:
-                ax.plot(c[xcol], c["value"], color=colour, lw=0.7, alpha=0.55)
+                y = c["value"].to_numpy(float)
+                if logy:
+                    zero |= bool((y <= 0).any())
+                    y = np.where(y > 0, y, np.nan)
+                ax.plot(c[xcol], y, color=colour, lw=THIN, alpha=0.55)
             if len(seeds) >= 3:
                 median = pd.concat(seeds).groupby(xcol)["value"].median()
-                ax.plot(median.index, median.to_numpy(), color=colour, lw=1.8)
+                y = median.to_numpy(float)
+                ax.plot(median.index, np.where(y > 0, y, np.nan) if logy else y, color=colour,
+                        lw=THICK)
+                medians = True
+            if seeds:
+                drawn_series.add((split, metric))
             drawn = drawn or bool(seeds)
         if mark and mark[0] in g.columns:
             first = pd.to_numeric(g[mark[0]], errors="coerce").dropna()
-            ax.plot(first, np.ones(len(first)), ls="none", marker="v", ms=5, color=MARK,
-                    mec="black", mew=0.5, zorder=4)
+            if len(first):
+                ax.plot(first, np.ones(len(first)), ls="none", marker="v", ms=5, color=MARK,
+                        mec="black", mew=0.5, zorder=4)
+                marked = True
         if not logy and (chance := view.chance(g)):
             ax.axhline(chance[0], ls=":", lw=0.8, color="0.5")
+            chance_drawn = chance
         if not drawn:
             ax.text(0.5, 0.5, "no metrics yet", ha="center", transform=ax.transAxes,
                     color="0.4", gid=NO_DATA)
-        ax.set_title(title, fontsize=8.5)
+        ax.set_title(title, fontsize=8.5 if len(shown) <= 8 else 7.5)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
-        if logy:
-            ax.set_yscale("log")
-        else:
-            ax.set_ylim(-0.03, 1.03)
-            ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    if logy:
+        axes[0, 0].set_yscale("log")  # shared: every panel
+    else:
+        axes[0, 0].set_ylim(-0.03, 1.03)
+        axes[0, 0].yaxis.set_major_formatter(PercentFormatter(1.0))
     for ax in axes.flat[len(shown):]:
         ax.set_visible(False)
+    for ax in axes.flat[:len(shown)]:
+        ax.tick_params(labelbottom=True)  # the last row may be short: every panel says x
     for ax in axes[-1]:
         ax.set_xlabel(xcol, fontsize=8)
     for ax in axes[:, 0]:
         ax.set_ylabel(ylabel, fontsize=8)
 
-    handles = [Line2D([], [], color=c, lw=1.2, label=lab) for _, _, c, lab in series]
-    handles.append(Line2D([], [], color="0.3", lw=0.7, label="thin: one seed; thick: median"))
-    if not logy and (chance := view.chance(runs)):
-        handles.append(Line2D([], [], ls=":", lw=0.8, color="0.5", label=chance[1]))
-    if mark:
+    handles = [Line2D([], [], color=c, lw=1.0, label=lab) for split, metric, c, lab in series
+               if (split, metric) in drawn_series]
+    first_colour = handles[0].get_color() if handles else "0.3"
+    if handles:
+        handles.append(Line2D([], [], color=first_colour, lw=THIN, label="thin: one seed"))
+    if medians:
+        handles.append(Line2D([], [], color=first_colour, lw=THICK,
+                              label="thick: median over seeds (≥ 3 seeds)"))
+    if zero:
+        handles.append(Line2D([], [], color=first_colour, lw=THIN,
+                              label="gap: value 0 (not on a log axis)"))
+    if chance_drawn:
+        handles.append(Line2D([], [], ls=":", lw=0.8, color="0.5", label=chance_drawn[1]))
+    if marked:
         handles.append(Line2D([], [], ls="none", marker="v", color=MARK, mec="black", mew=0.5,
                               label=mark[1]))
-    fig.legend(handles=handles, loc="outside upper center", fontsize=8, frameon=False,
-               ncols=legend_columns(fig, [h.get_label() for h in handles]))
+    if handles:
+        fig.legend(handles=handles, loc="outside upper center", fontsize=8, frameon=False,
+                   ncols=legend_columns(fig, [h.get_label() for h in handles]))
     if len(groups) > len(shown):
         fig.supxlabel(f"showing {len(shown)} of {len(groups)} configurations", fontsize=8)
     return fig
 
 
-def accuracy_curves(runs: pd.DataFrame, metrics: pd.DataFrame, *, max_configs: int = 8,
-                    view: RunsView | None = None) -> Figure:
+def accuracy_curves(runs: pd.DataFrame, metrics: pd.DataFrame, *,
+                    max_configs: int | None = None, view: RunsView | None = None) -> Figure:
     """The view's accuracy curves (study S: val and adv) vs epoch, one panel per configuration
     and one thin line per seed, each seed's marked epoch (study S: its first epoch with val and
     adv both 100%, SPEC S.3) at 100%."""
@@ -183,8 +219,8 @@ def accuracy_curves(runs: pd.DataFrame, metrics: pd.DataFrame, *, max_configs: i
                        logy=False, max_configs=max_configs, mark=view.mark)
 
 
-def loss_curves(runs: pd.DataFrame, metrics: pd.DataFrame, *, max_configs: int = 8,
-                view: RunsView | None = None) -> Figure:
+def loss_curves(runs: pd.DataFrame, metrics: pd.DataFrame, *,
+                max_configs: int | None = None, view: RunsView | None = None) -> Figure:
     """The view's loss curves (study S: train-consistent vs train-anti), log scale."""
     view = view or view_of(runs)
     return _curve_grid(runs, metrics, list(view.losses), view=view, ylabel="loss", logy=True,

@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from rulelab.report.figure_check import figure_problems
 from rulelab.report.figures import accuracy_curves, loss_curves, no_data_messages
 from rulelab.report.rates import RateTable, rate_tables
 from rulelab.report.views import view_of
@@ -53,6 +54,7 @@ footer { margin-top: 36px; border-top: 1px solid #ddd; padding-top: 8px; }
 def figure_png_base64(fig: Figure, dpi: int = 110) -> str:
     """PNG bytes of ``fig``, base64-encoded for a ``data:image/png`` URI."""
     buf = io.BytesIO()
+    fig.set_dpi(dpi)  # drawn at the dpi it is saved at: its layout is then the one checked
     fig.savefig(buf, format="png", dpi=dpi)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
@@ -60,12 +62,16 @@ def figure_png_base64(fig: Figure, dpi: int = 110) -> str:
 def figure_html(fig: Figure, caption: str) -> str:
     """``fig`` as an embedded PNG under ``caption``; panels that show a message in place of
     data ("no metrics yet") are listed in the ``data-no-data`` attribute, so a check of
-    the page (tests/integration/test_report_browser.py) can tell them from drawn data."""
-    src = "data:image/png;base64," + figure_png_base64(fig)
+    the page (tests/integration/test_report_browser.py) can tell them from drawn data, and
+    what :func:`rulelab.report.figure_check.figure_problems` finds (clipped text, curves
+    outside their axes, legend entries that draw nothing) in ``data-figure-problems``."""
+    src = "data:image/png;base64," + figure_png_base64(fig)  # draws it: checked as saved
     alt = html.escape(caption, quote=True)
     empty = no_data_messages(fig)
     mark = (' data-no-data="' + html.escape("; ".join(empty), quote=True) + '"'
             if empty else "")
+    if problems := figure_problems(fig, drawn=True):
+        mark += ' data-figure-problems="' + html.escape("; ".join(problems), quote=True) + '"'
     return (f'<figure{mark}><img src="{src}" alt="{alt}"><figcaption>{alt}</figcaption>'
             "</figure>")
 
@@ -119,6 +125,8 @@ def write_report(
     metrics: pd.DataFrame,
     sections: list[tuple[str, str]] | None = None,
     analyses: dict[str, pd.DataFrame] | None = None,
+    lead: str = "",
+    rates: bool = True,
 ) -> Path:
     """Write one self-contained HTML report and return its path.
 
@@ -132,13 +140,19 @@ def write_report(
     analyses", SPEC S.4). Then ``sections`` as (heading, body) pairs — a body starting with
     ``<`` is inserted as HTML, any other is escaped text — and a footer with the code versions
     and the generation time. The write is atomic (temp file + ``os.replace``).
+
+    ``lead`` (HTML: what the lab shows, :mod:`rulelab.report.results`) opens the page, right
+    under the title; it holds the scale line, so the rate tables then leave theirs out, and
+    ``rates=False`` leaves the tables out too (where ``lead`` holds a richer one).
     """
-    parts = [f"<h1>{html.escape(title)}</h1>", f'<p class="meta">{status_line(runs)}</p>']
+    parts = [f"<h1>{html.escape(title)}</h1>", f'<p class="meta">{status_line(runs)}</p>',
+             lead]
     analyses = {k: v for k, v in (analyses or {}).items() if v is not None and not v.empty}
     if runs.empty:
         parts.append('<p class="empty">This lab has no runs yet: nothing to plot.</p>')
     parts += [part for task, task_runs in by_task(runs)
-              for part in task_section(task_runs, metrics, analyses, task)]
+              for part in task_section(task_runs, metrics, analyses, task,
+                                       scale_line=not lead, rates=rates)]
     for heading, body in sections or []:
         parts += [f"<h2>{html.escape(heading)}</h2>", section_body(body)]
     parts.append(footer(runs))
@@ -154,9 +168,11 @@ def by_task(runs: pd.DataFrame) -> list[tuple[str | None, pd.DataFrame]]:
 
 
 def task_section(runs: pd.DataFrame, metrics: pd.DataFrame, analyses: dict[str, pd.DataFrame],
-                 task: str | None = None) -> list[str]:
-    """The HTML parts of one task's runs: rate table, figures, curves, analysis figures;
-    under an ``<h2>`` naming ``task`` (its headings one level down) when given."""
+                 task: str | None = None, *, scale_line: bool = True,
+                 rates: bool = True) -> list[str]:
+    """The HTML parts of one task's runs: rate table (its scale line unless ``scale_line`` is
+    False: the page printed it already), figures, curves, analysis figures; under an ``<h2>``
+    naming ``task`` (its headings one level down) when given."""
     view = view_of(runs)
     runs = view.upgrade(runs, metrics)  # e.g. labs summarised by an older criterion
     ids = set(runs["run_id"]) if "run_id" in runs.columns else set()
@@ -167,9 +183,12 @@ def task_section(runs: pd.DataFrame, metrics: pd.DataFrame, analyses: dict[str, 
     analyses = {k: v for k, v in analyses.items() if not v.empty}
     h = "h3" if task else "h2"
     parts = [f"<h2>Task {html.escape(task)}: {status_line(runs)}</h2>"] if task else []
-    tables = rate_tables(runs, metrics)
-    if {"status", "generalized"} <= set(runs.columns):
-        parts.append(f"<{h}>Generalization rate</{h}>")
+    tables = rate_tables(runs, metrics) if rates or scale_line else []
+    if not scale_line:
+        tables = [RateTable(t.title, t.head, t.rows, [], t.notes) for t in tables]
+    if rates and {"status", "generalized"} <= set(runs.columns):
+        parts.append(f"<{h}>{html.escape(tables[0].title[:1].upper() + tables[0].title[1:])}"
+                     f"</{h}>" if tables else f"<{h}>Generalization rate</{h}>")
         parts += [rate_table_html(t) for t in tables]
     else:
         parts += [f'<p class="meta">{html.escape(line)}</p>' for t in tables for line in t.above]

@@ -183,8 +183,8 @@ def claim_sentence(claim: Claim, reading: ClaimReading) -> str:
 
 def scale_map_html(study: Study, scales: Mapping[str, ScaleLab],
                    read: list[tuple[Claim, ClaimReading]]) -> str:
-    """The scale map as one HTML page: the labs read, then per claim its sentence, the
-    per-scale sentences and its figure."""
+    """The scale map as one HTML page: the labs read, then per claim (its text once, in the
+    heading) where it shows, the per-scale sentences and its figure."""
     parts = [f"<h1>{html.escape(study.title)} — scale map</h1>"]
     labs = "".join(f"<li><b>{html.escape(s)}</b>: <code>{html.escape(str(lab.path))}</code> "
                    f"({len(lab.runs)} runs)</li>" for s, lab in scales.items())
@@ -193,12 +193,14 @@ def scale_map_html(study: Study, scales: Mapping[str, ScaleLab],
     parts.append(_invariant_table(scale_invariants(study, scales)))
     for claim, reading in read:
         parts.append(f"<h2>{html.escape(claim.name)}: {html.escape(claim.title)}</h2>")
-        parts.append(f"<p><b>{html.escape(claim_sentence(claim, reading))}</b></p>")
+        verdict = claim_sentence(claim, reading).removeprefix(f"{claim.name} — {claim.title}: ")
+        parts.append(f"<p><b>{html.escape(verdict)}</b></p>")
         rows = "".join(f"<li><b>{html.escape(s)}</b> ({html.escape(r.status)}): "
                        f"{html.escape(r.sentence)}</li>"
                        for s, r in sorted(reading.scales.items(), key=lambda kv: scale_key(kv[0])))
         parts.append(f"<ul>{rows}</ul>")
-        parts.append(figure_html(reading.figure, f"{claim.name}: {claim.title}"))
+        parts.append(figure_html(reading.figure, f"{claim.name} at every scale held, with "
+                                 "its intervals"))  # the claim's text once, in the heading
     return page(f"{study.title} — scale map", parts)
 
 

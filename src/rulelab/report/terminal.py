@@ -61,10 +61,17 @@ def print_frame(title: str, frame: pd.DataFrame, digits: int = 3, *,
     table = Table(title=escape(title), header_style="bold")
     for c in frame.columns:
         table.add_column(escape(str(c)), justify="right")
-    for _, row in frame.iterrows():
-        table.add_row(*[escape(f"{v:.{digits}g}" if isinstance(v, float) else str(v))
-                        for v in row])
+    for row in frame.itertuples(index=False):  # iterrows would turn an int column to floats
+        table.add_row(*[escape(cell_text(v, digits)) for v in row])
     (out or console).print(table)
+
+
+def cell_text(v, digits: int = 3) -> str:
+    """A table cell: floats to ``digits`` significant digits, whole numbers in full (a width
+    of 1025 or epoch 1500, never ``1.02e+03``, issue 23)."""
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
 
 
 def progress_line(message: str) -> None:

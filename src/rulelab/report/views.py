@@ -33,12 +33,16 @@ class RunsView:
 
     title = "generalization rate"  # the rate table's title: say what "generalized" means
     rate_head = "generalized [95% CI] (k/n)"
+    word = "generalized"  # what the flag ``generalized`` reads as in titles ("learned", …)
     curves: tuple[Series, ...] = ()  # accuracy curves of the report, one panel per config
     losses: tuple[Series, ...] = ()  # loss curves (log scale)
     mark: tuple[str, str] | None = None  # (summary column of an epoch, legend) marked at 100%
     analyses: tuple[str, ...] = ()  # analysis tables (``<lab>/analyses/<name>``) its report reads
     short: dict[str, str] = {}  # how a config column reads in a label: {"ratio": "r={}"}
     names: dict[str, str] = {}  # how a stored name reads in a legend: {"G_no_mu": "G without μ"}
+    # (README heading, preset): the README section whose "What it shows" describes that preset
+    # (quoted by a report of a lab at it, :mod:`rulelab.report.results`), or None
+    readme: tuple[str, str] | None = None
 
     def upgrade(self, runs: pd.DataFrame, metrics=None) -> pd.DataFrame:
         """``runs`` with summaries of older versions mapped to the current columns."""
@@ -67,6 +71,14 @@ class RunsView:
     def notes(self, runs: pd.DataFrame, table: pd.DataFrame) -> list[str]:
         """Lines printed under the table."""
         return []
+
+    # whether :meth:`results` holds a richer table of the same cells (the report then leaves
+    # the rate table out rather than print the cells twice)
+    replaces_rate_table = False
+
+    def results(self, runs: pd.DataFrame, metrics: pd.DataFrame) -> str:
+        """The study's own results as HTML, in the section a report opens with (issue 23)."""
+        return ""
 
     def figures(self, runs: pd.DataFrame, metrics: pd.DataFrame,
                 analyses: dict[str, pd.DataFrame]) -> list[tuple[object, str]]:

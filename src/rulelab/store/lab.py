@@ -35,7 +35,7 @@ from rulelab.store.errors import StoreError, read_only, write_errors
 from rulelab.store.lock import creation_lock
 from rulelab.store.paths import folder_problem, writable
 from rulelab.store.registry import Registry, to_json
-from rulelab.store.version import code_version
+from rulelab.store.version import ENGINE_VERSION, code_version
 
 ENV_VAR = "RULELAB_HOME"
 DEFAULT_LAB = "rulelab-runs"
@@ -160,8 +160,8 @@ class Lab:
         file hashes are forgotten until they finish again."""
         self._registry.forget_stamps(run_ids)
         self._registry.update(
-            run_ids, status="running", device=device, code_version=code_version(), error=None
-        )
+            run_ids, status="running", device=device, code_version=code_version(), error=None,
+            engine_version=ENGINE_VERSION)
 
     def mark_pending(self, run_ids: list[str]) -> None:
         """Set status ``pending`` (runs a killed sweep left ``running``); the error is kept."""
@@ -233,8 +233,10 @@ class Lab:
         return pd.DataFrame.from_records(records, columns=columns)
 
     def runs_json(self) -> list[dict]:
-        """``[{run_id, status, experiment, config, summary, error, code_version}]``."""
-        keys = ("run_id", "status", "experiment", "config", "summary", "error", "code_version")
+        """``[{run_id, status, experiment, config, summary, error, code_version,
+        engine_version, engine_switch}]``."""
+        keys = ("run_id", "status", "experiment", "config", "summary", "error", "code_version",
+                "engine_version", "engine_switch")
         return [{k: r[k] for k in keys} for r in self._rows()]
 
     # --- metrics -----------------------------------------------------------------------------

@@ -13,6 +13,11 @@ One writer (the driver process); readers may run concurrently.
 - Stored rows are not trusted blindly: a row whose JSON does not decode, or whose config does
   not hash to its run id (:func:`rulelab.config.stable_hash`, how run ids are made), is left
   out of :meth:`Registry.rows` and reported through ``on_bad``.
+- ``engine_version`` is the engine version that last trained a run
+  (:data:`rulelab.store.version.ENGINE_VERSION`) and ``engine_switch`` says where a run
+  resumed under another one (``--allow-engine-change``, issue 25). A registry written before
+  these columns existed is read as it is (a trained run without a version reads as 1) and
+  gains them at its next write.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from rulelab.config.base import stable_hash
 from rulelab.store import digests
 from rulelab.store.errors import StoreError, first_line, low_on_space, no_space, read_only
 from rulelab.store.paths import writable
+from rulelab.store.version import LEGACY_ENGINE
 
 SCHEMA_VERSION = 1
 STATUSES = ("pending", "running", "done", "failed")
@@ -44,7 +50,11 @@ COLUMNS = (
     "device",
     "created_at",
     "updated_at",
+    "engine_version",
+    "engine_switch",
 )
+ENGINE_COLUMNS = {"engine_version": "INTEGER", "engine_switch": "TEXT"}  # added by issue 25
+LEGACY_COLUMNS = COLUMNS[: -len(ENGINE_COLUMNS)]
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -57,7 +67,9 @@ CREATE TABLE IF NOT EXISTS runs (
     code_version TEXT,
     device TEXT,
     created_at TEXT,
-    updated_at TEXT
+    updated_at TEXT,
+    engine_version INTEGER,
+    engine_switch TEXT
 )
 """
 _TIMEOUT_S = 30.0
@@ -111,7 +123,7 @@ class Registry:
             raise self._corrupt(f"integrity_check failed: {'; '.join(map(str, result[:3]))}")
         if user_version == 0 and objects == 0:
             return False
-        if user_version != SCHEMA_VERSION or columns != COLUMNS:
+        if user_version != SCHEMA_VERSION or columns not in (COLUMNS, LEGACY_COLUMNS):
             raise self._corrupt(
                 f"unexpected schema (user_version {user_version}, expected {SCHEMA_VERSION})"
             )
@@ -232,6 +244,7 @@ class Registry:
         ]
         with self.connect() as conn, conn:
             digests.ensure_table(conn)
+            _ensure_engine_columns(conn)
             conn.executemany(
                 "INSERT OR IGNORE INTO runs (run_id, experiment, task, status, config_json, "
                 "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -265,6 +278,7 @@ class Registry:
         assignments = ", ".join(f"{name} = ?" for name in fields)
         values = list(fields.values())
         with self.connect() as conn, conn:
+            _ensure_engine_columns(conn)
             missing = [
                 run_id
                 for run_id in run_ids
@@ -318,12 +332,32 @@ class Registry:
         for row in rows:
             record = dict(row)
             record["summary_text"] = record["summary_json"]  # as stored: for its hash
+            record["engine_version"] = engine_read(record)
+            record.setdefault("engine_switch", None)
             why = _decode(record)
             if why is None:
                 out.append(record)
             elif on_bad is not None:
                 on_bad(str(record["run_id"]), why)
         return out
+
+
+def engine_read(record: dict) -> int | None:
+    """A row's engine version: as recorded; :data:`LEGACY_ENGINE` for a run trained before
+    versions were recorded; None for a run never started."""
+    version = record.get("engine_version")
+    if version is not None:
+        return int(version)
+    return None if record.get("status") == "pending" else LEGACY_ENGINE
+
+
+def _ensure_engine_columns(conn: sqlite3.Connection) -> None:
+    """Add the engine columns to a registry written before they existed (in the caller's
+    transaction)."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    for name, kind in ENGINE_COLUMNS.items():
+        if name not in have:
+            conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
 
 
 def _decode(record: dict) -> str | None:

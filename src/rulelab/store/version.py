@@ -1,9 +1,22 @@
-"""The code version recorded with every run (DESIGN §3).
+"""The code version and the engine version recorded with every run (DESIGN §3, issue 25).
 
 ``code_version()`` is ``"<rulelab version>+g<short sha>"``, with ``-dirty`` appended when tracked
 files of the source checkout have uncommitted changes (the ``git describe --dirty`` rule:
 untracked files do not count), or ``"<version>+unknown"`` when the package does not run from a
 git checkout or git is unavailable.
+
+:data:`ENGINE_VERSION` numbers the training numerics: same config + seed + engine version →
+the same numbers, bitwise on the CPU. It is bumped by every change that moves a number (a
+fused kernel, another summation order), never otherwise. A checkpoint written before engine
+versions existed carries none and reads as version 1.
+
+- 1: the first engine (issues 1–24); still the one in use.
+- 2: attention without tiny matmuls (:mod:`rulelab.models.attention_core`): the residual stream
+  positions-outermost, the batch padded to a multiple of 16, a keys-outermost softmax, q
+  projected only at CLS in the last block, LayerNorm fused per member (issue 25). The same
+  function, other rounding; written and tested (member ≡ solo bitwise), switched on by setting
+  ``ENGINE_VERSION = 2`` here, which it is not yet: measured 1.0–1.1× engine 1 on this CPU
+  (bench/engine_compare.py), while a lab in progress would need ``--allow-engine-change``.
 """
 
 from __future__ import annotations
@@ -14,8 +27,25 @@ import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+ENGINE_VERSION = 1  # the training numerics; bump when a change alters numbers (issue 25)
+LEGACY_ENGINE = 1  # what a run or checkpoint without a recorded engine version was trained by
 _GIT_TIMEOUT_S = 5.0
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+
+def engine_of(state: dict | None) -> int:
+    """The engine version that wrote a checkpoint state (:data:`LEGACY_ENGINE` when none)."""
+    if not state:
+        return LEGACY_ENGINE
+    return int(state.get("engine_version", LEGACY_ENGINE))
+
+
+def engine_refusal(run_id: str, recorded: int, epoch: int) -> str:
+    """The one line refusing to resume ``run_id`` under another engine version."""
+    return (f"run {run_id} was trained to epoch {epoch} by engine version {recorded}; this is "
+            f"engine version {ENGINE_VERSION}, whose numbers differ: resuming it would mix "
+            "both; pass --allow-engine-change to resume it anyway (the switch is recorded "
+            "on the run), or train it afresh in another lab")
 
 
 def package_version() -> str:

@@ -125,10 +125,13 @@ def run(recipe: Recipe, lab: Lab, settings: Settings, executor=None, progress=No
     progress = progress or SweepProgress()
     configs = recipe.configs()
     unusable = unusable_checkpoints(lab, configs)
+    switches = _engine_switches(lab, configs, unusable, settings.allow_engine_change)
     with sweep_lock(lab, recipe.experiment, command):
         for line in restart(lab, unusable):
             (on_restart or _warn)(line)
         lab.register([(c.run_id, c.flat()) for c in configs], recipe.experiment)
+        for run_id, history in switches.items():  # resumed under another engine (issue 25)
+            Registry(lab.registry_path).update([run_id], engine_switch=history)
         # Runs a killed sweep left 'running': under the lock nothing runs them, so they are
         # pending until their chunk starts (`rulelab status` counts what really runs).
         statuses = lab.statuses([c.run_id for c in configs])
@@ -145,6 +148,16 @@ def run(recipe: Recipe, lab: Lab, settings: Settings, executor=None, progress=No
         finally:
             progress.end()
     return result
+
+
+def _engine_switches(lab: Lab, configs, unusable: dict, allow: bool) -> dict[str, str]:
+    """:func:`rulelab.train.runner.engine_switches` of the unfinished runs (a refusal raises
+    before anything is written)."""
+    from rulelab.train.runner import engine_switches  # torch: only where runs train
+
+    statuses = lab.statuses([c.run_id for c in configs])
+    return engine_switches(lab, [c.run_id for c in configs if c.run_id not in unusable
+                                 and statuses.get(c.run_id) not in FINISHED], allow)
 
 
 def _warn(line: str) -> None:

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ValidationError
 from rulelab.grid import MAX_RUNS, cells, expand, seed_range_problem
 from rulelab.settings import Settings
 from rulelab.studies import tasks
+from rulelab.sweep.overrides import Override, OverrideLines, apply_overrides
 from rulelab.sweep.yaml_lines import (
     MAX_BYTES,
     MAX_DEPTH,
@@ -60,6 +61,7 @@ class Recipe:
     grids: tuple[dict, ...]
     seeds: tuple[int, ...]
     execution: Settings
+    overrides: tuple[str, ...] = ()  # key=value overrides applied to the file (as given)
 
     @property
     def config_class(self) -> type[BaseModel]:
@@ -81,8 +83,9 @@ def recipe_from_flags(task: str, experiment: str, base: dict, grid: dict,
     return Recipe(None, experiment, task, "", dict(base), (dict(grid),), tuple(seeds), execution)
 
 
-def load_recipe(path: str | Path) -> Recipe:
-    """Read and validate ``path``; raises :class:`RecipeError` (one line) on any problem."""
+def load_recipe(path: str | Path, overrides: Sequence[Override] = ()) -> Recipe:
+    """Read and validate ``path`` with ``overrides`` applied (:mod:`rulelab.sweep.overrides`);
+    raises :class:`RecipeError` (one line) on any problem."""
     path = Path(path)
     try:
         if path.is_file() and path.stat().st_size > MAX_BYTES:
@@ -96,10 +99,10 @@ def load_recipe(path: str | Path) -> Recipe:
     except UnicodeDecodeError as e:
         raise RecipeError(f"{path}: not a text file (byte {e.start} is not UTF-8); a recipe is "
                           "a YAML file") from None
-    return parse_recipe(text, path)
+    return parse_recipe(text, path, overrides)
 
 
-def parse_recipe(text: str, path: Path) -> Recipe:
+def parse_recipe(text: str, path: Path, overrides: Sequence[Override] = ()) -> Recipe:
     loader = yaml.SafeLoader(text)
     lines = Lines(path, loader)
     try:
@@ -119,6 +122,9 @@ def parse_recipe(text: str, path: Path) -> Recipe:
         loader.dispose()
     if not isinstance(data, dict):
         raise RecipeError(f"{path}:1: a recipe is a mapping with keys {', '.join(TOP_KEYS)}")
+    if overrides:  # then checked as the file is, naming the override where it is at fault
+        data, given = apply_overrides(data, overrides, TOP_KEYS)
+        lines = OverrideLines(lines, given)
     for key in data:
         if key not in TOP_KEYS:
             raise lines.error((key,), f"unknown key{suggest(key, TOP_KEYS)}; "
@@ -153,8 +159,11 @@ def parse_recipe(text: str, path: Path) -> Recipe:
                           f"{n_runs:,} runs (cells × seeds) is not allowed; a recipe holds at "
                           f"most {MAX_RUNS:,} runs")
     execution = _execution(data, lines, task)
-    description = data.get("description") or ""
-    recipe = Recipe(path, experiment, task, str(description), base, grids, seeds, execution)
+    description = str(data.get("description") or "")
+    if overrides:  # a report quoting the file's description says what was changed
+        description = f"{description} (overridden: {', '.join(o.text for o in overrides)})"
+    recipe = Recipe(path, experiment, task, description, base, grids, seeds, execution,
+                    tuple(o.text for o in overrides))
     _validate_runs(recipe, data, lines)
     return recipe
 
@@ -172,7 +181,13 @@ def _check_keys(mapping: dict, where: tuple, allowed, lines: Lines) -> None:
         if key == "seed":
             raise lines.error((*where, key), "set model seeds with the top-level seeds key")
         if key not in allowed:
-            raise lines.error((*where, key), f"unknown config key{suggest(key, allowed)}")
+            raise lines.error((*where, key), f"unknown config key{_or_list(key, allowed)}")
+
+
+def _or_list(key, allowed) -> str:
+    """`` 'x' (did you mean 'y'?)`` where a close name exists, else every allowed name."""
+    hint = suggest(key, allowed)
+    return hint if "did you mean" in hint else f"{hint}; allowed: {', '.join(allowed)}"
 
 
 def _grids(data: dict, fields, lines: Lines) -> tuple[dict, ...]:
@@ -236,7 +251,7 @@ def _execution(data: dict, lines: Lines, task: str) -> Settings:
         key = str(e["loc"][0]) if e.get("loc") else _flag_in(e.get("msg", ""))
         if e.get("type") == "extra_forbidden":
             raise lines.error(("execution", key), f"unknown key"
-                              f"{suggest(key, Settings.model_fields)}") from None
+                              f"{_or_list(key, Settings.model_fields)}") from None
         raise lines.error(("execution", key),
                           _value_message(e).removeprefix(f"{key}: ")) from None
     trackers = tasks()[task].trackers

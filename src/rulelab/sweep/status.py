@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from rulelab.store import Lab
+from rulelab.store.lock import lock_holder
 from rulelab.store.registry import STATUSES
 from rulelab.studies import tasks
 from rulelab.sweep.driver import active_sweep
@@ -50,8 +51,32 @@ def experiment_status(lab: Lab) -> list[dict]:
 def lab_status(lab: Lab) -> dict:
     active = active_sweep(lab.root)
     return {"lab": str(lab.root), "active_sweep": active,
+            "last_writer": None if active else lock_holder(lab.root, probe=False),
             "chunks": running_chunks(lab.root) if active else [],
             "experiments": experiment_status(lab)}
+
+
+RESUME = {  # how to resume what an interrupted writer left, by the command it was
+    "train": "run the same `rulelab train …` command (or rulelab.train call) again with this "
+             "--lab",
+    "sweep": "run the same `rulelab sweep RECIPE` again with this --lab",
+    "reproduce": "run the same `rulelab reproduce …` again",
+}
+
+
+def interrupted_line(status: dict, stale: int) -> str:
+    """What ``status`` says of runs left 'running' when no command holds the lab: which
+    command was interrupted, and how to resume it (issue 23: it used to say "re-run their
+    sweep" after a killed ``train``)."""
+    last = status.get("last_writer") or {}
+    command = last.get("command")
+    exps = sorted({str(e["experiment"]) for e in status["experiments"] if e["running"]})
+    who = (f"rulelab {command} (pid {last.get('pid', '?')}, experiment "
+           f"{last.get('experiment', '?')})" if command else "the command that wrote them")
+    how = RESUME.get(command, "run that command again with this --lab")
+    return (f"nothing is training this lab: {stale} run(s) of {', '.join(exps)} left 'running' "
+            f"by {who}, which was interrupted; to resume them from their checkpoints, {how} "
+            "(finished runs are skipped)")
 
 
 def _short(error: str | None) -> str:
@@ -84,8 +109,8 @@ def print_status(console, status: dict) -> None:
                           f"{c['epochs']}, generalized {c['generalized']}, failed {c['failed']}",
                           markup=False, highlight=False)
     elif stale:
-        console.print(f"no sweep is running: the {stale} 'running' run(s) were interrupted; "
-                      "re-run their sweep to resume them from their checkpoints")
+        console.print(interrupted_line(status, stale), markup=False, highlight=False,
+                      soft_wrap=True)
     for e in status["experiments"]:
         for reason, n in e["failed_reasons"].items():
             console.print(f"failed in {e['experiment']}: {n} × {reason}", markup=False,

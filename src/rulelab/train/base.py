@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from rulelab.settings import Settings
+from rulelab.store.version import ENGINE_VERSION, engine_of
 from rulelab.train.allocator import keep_heap
 
 MetricRow = tuple[int, str, str, float]  # (epoch, split, metric, value)
@@ -54,12 +55,16 @@ class EnsembleTrainerBase(ABC):
         self.device = torch.device(self.options.device)
         self.data = self.build_data()
         self.model = self.build_model().to(self.device)
+        if hasattr(self.model, "engine"):  # the numerics this engine version computes
+            self.model.engine = ENGINE_VERSION
         self.opt = self.build_optimizer()
         # Minibatch order: one generator per member, independent of the ensemble it sits in.
         self.generators = [torch.Generator().manual_seed(stream_seed(c.seed, 7))
                            for c in self.configs]
         self.summaries = [self.new_summary(c) for c in self.configs]
         self.rows: list[list[MetricRow]] = [[] for _ in self.configs]
+        # [(first epoch, engine version)] each member trained under (store.version, issue 25)
+        self.engines: list[list[tuple[int, int]]] = [[(0, ENGINE_VERSION)] for _ in self.configs]
         self.epoch = 0
         self.micro_batch = self.options.micro_batch
 
@@ -192,6 +197,8 @@ class EnsembleTrainerBase(ABC):
             "generator": self.generators[e].get_state(),
             "summary": self.summaries[e].as_dict(),
             "rows": list(self.rows[e]),
+            "engine_version": ENGINE_VERSION,
+            "engines": [list(p) for p in self.engines[e]],
         }
 
     def load_member_state(self, e: int, state: dict) -> None:
@@ -205,3 +212,7 @@ class EnsembleTrainerBase(ABC):
         self.generators[e].set_state(state["generator"])
         self.summaries[e] = self.summary_from_dict(self.configs[e], state["summary"])
         self.rows[e] = list(state["rows"])
+        engines = [tuple(p) for p in state.get("engines", [(0, engine_of(state))])]
+        if engines[-1][1] != ENGINE_VERSION:  # resumed under another engine: recorded
+            engines.append((self.epoch, ENGINE_VERSION))
+        self.engines[e] = engines

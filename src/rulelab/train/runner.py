@@ -7,7 +7,9 @@ driver writes (:mod:`rulelab.sweep.driver`). Checkpoints are per run (a member's
 ensemble), so resumed runs regroup freely (:mod:`rulelab.train.groups`): runs resuming from
 the same epoch with the same shapes form one ensemble again. Because a member's numbers do not
 depend on the ensemble it sits in, a killed-and-resumed run ends with exactly the metrics of an
-uninterrupted one (DESIGN §1, §3).
+uninterrupted one (DESIGN §1, §3) — within one engine version: a checkpoint another engine
+version wrote is refused (one line naming both) unless ``allow_engine_change``, which records
+the switch (:func:`engine_switches`, issue 25).
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
+import torch
 
 from rulelab.settings import Settings
-from rulelab.store import StoreError
+from rulelab.store import StoreError, checkpoints
+from rulelab.store.version import ENGINE_VERSION, engine_of, engine_refusal
 from rulelab.studies import task
 from rulelab.train.base import EnsembleTrainerBase
 from rulelab.train.groups import group_runs, plan_ensembles
+from rulelab.train.live_metrics import MetricFlush
 from rulelab.train.tracking import Tracker, track_epochs
 
 
@@ -48,6 +53,37 @@ class EpochProgress:
     def finish(self) -> None: ...
 
 
+def engine_history(state: dict) -> str:
+    """``"1 from epoch 0, 2 from epoch 300"``: the engines a run resumed now has trained under."""
+    engines = [tuple(p) for p in state.get("engines", [(0, engine_of(state))])]
+    if engines[-1][1] != ENGINE_VERSION:
+        engines.append((int(state["epoch"]), ENGINE_VERSION))
+    return ", ".join(f"{v} from epoch {ep}" for ep, v in engines)
+
+
+def engine_switches(files, run_ids, allow: bool) -> dict[str, str]:
+    """``{run_id: engine history}`` for the runs whose checkpoint (past epoch 0) another engine
+    version wrote. Without ``allow`` the first one is refused: :class:`StoreError`, one line
+    naming both versions, before anything is trained. Unreadable checkpoints are skipped (the
+    driver restarts those runs)."""
+    out = {}
+    for run_id in run_ids:
+        path = checkpoints.checkpoint_path(files.checkpoints_dir, run_id)
+        if not path.is_file():
+            continue
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            epoch, recorded = int(state["epoch"]), engine_of(state)
+        except Exception:  # noqa: BLE001 — damaged: judged by the driver's own check
+            continue
+        if recorded == ENGINE_VERSION or epoch == 0:
+            continue
+        if not allow:
+            raise StoreError(engine_refusal(run_id, recorded, epoch))
+        out[run_id] = engine_history(state)
+    return out
+
+
 def trainer_class(task_name: str) -> type[EnsembleTrainerBase]:
     """The ensemble trainer of a task (declared by its study: ``Task.trainer``)."""
     return task(task_name).trainer_class()
@@ -65,6 +101,11 @@ def train_chunk(chunk, states, files, settings: Settings,
     the trainer is built, before the first epoch.
     """
     progress = progress or EpochProgress()
+    for c in chunk:  # before any work: a state of another engine only where allowed
+        state = states.get(c.run_id)
+        if state is not None and state["epoch"] > 0 and engine_of(state) != ENGINE_VERSION \
+                and not settings.allow_engine_change:
+            raise StoreError(engine_refusal(c.run_id, engine_of(state), int(state["epoch"])))
     trainer = trainer_class(chunk[0].task)(chunk, settings)
     for e, c in enumerate(chunk):
         if states.get(c.run_id) is not None:
@@ -100,6 +141,13 @@ def train_chunk(chunk, states, files, settings: Settings,
             files.save_checkpoint(c.run_id, trainer.member_state(e))
             files.write_metrics(c.run_id, metrics_frame(c.run_id, trainer.rows[e]))
         tracker.flush(files, ids)
+        flush.written()
+
+    flush = MetricFlush()  # metrics between checkpoints too: readable while training
+
+    def write_metrics() -> None:
+        for e, c in enumerate(chunk):
+            files.write_metrics(c.run_id, metrics_frame(c.run_id, trainer.rows[e]))
 
     def on_epoch(tr: EnsembleTrainerBase, evaluated: bool) -> None:
         nonlocal last_save
@@ -107,6 +155,7 @@ def train_chunk(chunk, states, files, settings: Settings,
             snapshot()
         tracker.maybe_run(tr)
         if evaluated:
+            flush.maybe(write_metrics)
             n_gen = sum(bool(s.generalized) for s in tr.summaries)
             n_fail = sum(s.failed_reason is not None for s in tr.summaries)
             progress.update(tr.epoch, n_gen, n_fail)
@@ -121,5 +170,5 @@ def train_chunk(chunk, states, files, settings: Settings,
     return [s.as_dict() for s in trainer.summaries]
 
 
-__all__ = ["EpochProgress", "group_runs", "log_spaced_epochs", "metrics_frame", "plan_ensembles",
-           "train_chunk", "trainer_class"]
+__all__ = ["EpochProgress", "engine_switches", "group_runs", "log_spaced_epochs",
+           "metrics_frame", "plan_ensembles", "train_chunk", "trainer_class"]

@@ -83,6 +83,9 @@ STUDY = Study(
     calibrations=(  # `rulelab calibrate coexistence`: each detector against its null
         Calibration("double-descent dip", "`analyze dd`: test accuracy dips at an interior "
                     "width", f"{_HERE}.analysis.calibrations:dip_check"),
+        Calibration("M1 verdict", "the scale map's 'shows': the widest interpolating width's "
+                    "seed range above the narrowest's, mean test ≥ 50%",
+                    f"{_HERE}.analysis.claim_null:m1_check"),
         Calibration("noisy-first lead", "`analyze order`: noisy-train accuracy leads clean-train "
                     "early, beyond its lead at init", f"{_HERE}.analysis.calibrations:lead_check"),
     ),

@@ -17,9 +17,12 @@ each run's final accuracies; every curve carries its seed range [min, max].
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
+from rulelab.analysis.calibration import MAX_FPR
 from rulelab.analysis.stats import format_range
 from rulelab.report.figures import data_ticks, empty_panel, new_figure
 from rulelab.report.scale_map import (
@@ -30,6 +33,7 @@ from rulelab.report.scale_map import (
     ClaimReading,
     ScaleReading,
 )
+from rulelab.studies.coexistence.analysis.claim_null import seeds_needed
 
 INTERP_ACC = 0.99  # "fits the noisy labels": mean noisy-train accuracy ≥ 99%
 COEXIST_ACC = 0.5  # "still generalizes": a majority of the held-out pairs right
@@ -57,11 +61,11 @@ def network_curve(runs: pd.DataFrame) -> pd.DataFrame:
     runs = modular_runs(runs)
     cols = {"final_test_acc": "test", "final_noisy_acc": "noisy"}
     if runs.empty or "final_test_acc" not in runs.columns:
-        return pd.DataFrame(columns=["noise", "width", "mean", "min", "max", "noisy"])
+        return pd.DataFrame(columns=["noise", "width", "mean", "min", "max", "seeds", "noisy"])
     frame = runs[["noise", "width"]].assign(**{v: pd.to_numeric(runs.get(k), errors="coerce")
                                                for k, v in cols.items() if k in runs.columns})
     g = frame.groupby(["noise", "width"], sort=True)
-    out = g["test"].agg(["mean", "min", "max"])
+    out = g["test"].agg(["mean", "min", "max", "count"]).rename(columns={"count": "seeds"})
     out["noisy"] = g["noisy"].mean() if "noisy" in frame.columns else np.nan
     return out.reset_index()
 
@@ -88,7 +92,8 @@ def _range(row: pd.Series) -> str:
 def _band(ax, t: pd.DataFrame, colour: str, label: str, ls: str = "-", marker: str = "o"):
     t = t.sort_values("width")
     x, y = t["width"].to_numpy(float), t["mean"].to_numpy(float)
-    err = np.vstack([y - t["min"].to_numpy(float), t["max"].to_numpy(float) - y])
+    # clipped at 0: the mean of equal seeds can round a hair past their min or max
+    err = np.clip(np.vstack([y - t["min"].to_numpy(float), t["max"].to_numpy(float) - y]), 0, None)
     ax.errorbar(x, y, yerr=err, ls=ls, marker=marker, capsize=3, color=colour, label=label)
 
 
@@ -147,6 +152,13 @@ def _read_m1(net: pd.DataFrame) -> ScaleReading:
             f"(test {_range(first)}) to M = "
             f"{int(last['width'])} (test {_range(last)})")
     rises = last["width"] > first["width"] and last["min"] > first["max"]
+    seeds, need = int(min(first["seeds"], last["seeds"])), seeds_needed()
+    if rises and last["mean"] >= COEXIST_ACC and seeds < need:
+        # two seed ranges are disjoint by chance with probability 1/C(2s, s): 17% at 2 seeds
+        return ScaleReading(NOT_READ, f"{text} — in the paper's direction, but too few seeds "
+                            f"to call: {seeds} a width leave disjoint ranges by chance "
+                            f"{1 / math.comb(2 * seeds, seeds):.0%} of the time; {need} would "
+                            f"hold it to {MAX_FPR:.0%}")
     if rises and last["mean"] >= COEXIST_ACC:
         return ScaleReading(SHOWS, f"{text} — it memorizes and generalizes, better with width")
     if last["mean"] > first["mean"] or last["mean"] >= COEXIST_ACC:

@@ -160,84 +160,114 @@ def _bars(ax, table: pd.DataFrame, groups: list, bars: list, colours: dict, grou
         ax.errorbar(x, mean, yerr=np.vstack([mean - lo, hi - mean]), fmt="none", ecolor="black",
                     elinewidth=0.8, capsize=2)
     ax.set_xticks(np.arange(len(groups)), [NAMES.get(g, str(g)).replace(" (", "\n(")
-                                           for g in groups], fontsize=7)
+                                           .replace("_", "\n") for g in groups], fontsize=7)
     _pct(ax)
 
 
-def _largest(frame: pd.DataFrame, width: int | None) -> tuple[pd.DataFrame, int | None]:
-    if frame.empty or "width" not in frame:
-        return frame, width
-    width = int(frame["width"].max()) if width is None else width
-    return frame[frame["width"] == width], width
+def _configs(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """Every (width, noise) the table holds, widest and noisiest first (the paper's headline
+    M = largest, α = 0.8 leads), each with its title."""
+    if frame.empty:
+        return []
+    keys = [c for c in ("width", "noise") if c in frame]
+    if not keys:
+        return [("all runs", frame)]
+    out = []
+    for key, g in frame.groupby(keys, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        parts = dict(zip(keys, key, strict=True))
+        title = ", ".join([f"M = {int(parts['width'])}"] * ("width" in parts)
+                          + [f"α = {parts['noise']:g}"] * ("noise" in parts))
+        out.append((title, g, tuple(-v for v in key)))
+    return [(t, g) for t, g, _ in sorted(out, key=lambda x: x[2])]
 
 
-def ff_bars(ff: pd.DataFrame, width: int | None = None) -> Figure:
+def _grid(fig: Figure, n: int, ncols: int):
+    """``n`` small-multiple axes, ``ncols`` across, sharing both axes; the spare ones hidden."""
+    nrows = max(1, -(-n // ncols))
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    for ax in axes.flat[:n]:
+        ax.tick_params(labelbottom=True)
+    return axes
+
+
+def _legend_above(fig: Figure, ax, title: str | None = None) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside upper center", fontsize=8, frameon=False,
+               ncols=legend_columns(fig, labels), title=title, title_fontsize=8.5)
+
+
+def ff_bars(ff: pd.DataFrame) -> Figure:
     """Original / G / G without μ / G with each neuron's DC term / R accuracy on clean-train,
-    noisy-train (vs corrupted labels) and test, one panel per noise level, at one width (default
-    the largest) (SPEC M.4.3)."""
-    ff, width = _largest(ff, width)
-    noises = sorted(ff["noise"].unique()) if not ff.empty else []
-    fig = new_figure(3.6 * max(1, len(noises)), 3.2)
-    if not noises:
+    noisy-train (vs corrupted labels) and test, one panel per width × noise level held
+    (SPEC M.4.3), the widest and noisiest first."""
+    configs = _configs(ff)
+    ncols = min(3, max(1, len(configs)))
+    fig = new_figure(3.6 * ncols, 2.7 * max(1, -(-len(configs) // ncols)) + 0.6)
+    if not configs:
         empty_panel(fig.add_subplot(), "no FF table")
         return fig
-    axes = fig.subplots(1, len(noises), squeeze=False)[0]
+    axes = _grid(fig, len(configs), ncols)
     subsets = ["train_clean", "train_noisy", "test"]
-    for ax, noise in zip(axes, noises, strict=True):
-        _bars(ax, ff[ff["noise"] == noise], subsets, list(NET_COLOUR), NET_COLOUR, "subset",
-              "network")
-        ax.set_title(f"α = {noise:g}, M = {width}", fontsize=9)
-    axes[0].set_ylabel("accuracy (bars: min–max over seeds)", fontsize=8)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside upper center", fontsize=8, frameon=False,
-               ncols=legend_columns(fig, labels))
+    for ax, (title, g) in zip(axes.flat, configs, strict=False):
+        _bars(ax, g, subsets, list(NET_COLOUR), NET_COLOUR, "subset", "network")
+        ax.set_title(title, fontsize=9)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("accuracy\n(bars: min–max over seeds)", fontsize=8)
+    _legend_above(fig, axes.flat[0])
     return fig
 
 
-def swap_bars(swap: pd.DataFrame, width: int | None = None) -> Figure:
-    """Test and noisy-train accuracy of the trained weights under each activation, at the
-    highest noise level and one width (default the largest) (SPEC M.4.4)."""
-    swap, width = _largest(swap, width)
-    fig = new_figure(6.0, 3.2)
-    ax = fig.add_subplot()
-    if swap.empty:
-        empty_panel(ax, "no swap table")
+def swap_bars(swap: pd.DataFrame) -> Figure:
+    """Clean-train, noisy-train and test accuracy of the trained weights under each activation,
+    one panel per width × noise level held (SPEC M.4.4), the widest and noisiest first."""
+    configs = _configs(swap)
+    ncols = min(3, max(1, len(configs)))
+    fig = new_figure(3.8 * ncols, 2.7 * max(1, -(-len(configs) // ncols)) + 0.8)
+    if not configs:
+        empty_panel(fig.add_subplot(), "no swap table")
         return fig
-    noise = swap["noise"].max()
-    part = swap[swap["noise"] == noise]
-    acts = list(dict.fromkeys(part["activation_eval"]))
+    axes = _grid(fig, len(configs), ncols)
     colours = {"test": "C2", "train_noisy": "C3", "train_clean": "C0"}
-    _bars(ax, part, acts, ["train_clean", "train_noisy", "test"], colours, "activation_eval",
-          "subset")
-    trained = ", ".join(sorted(part["activation"].unique())) if "activation" in part else "?"
-    ax.set_title(f"activation swap: trained {trained}, α = {noise:g}, M = {width}", fontsize=9)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    for ax, (title, g) in zip(axes.flat, configs, strict=False):
+        acts = list(dict.fromkeys(g["activation_eval"]))
+        _bars(ax, g, acts, ["train_clean", "train_noisy", "test"], colours, "activation_eval",
+              "subset")
+        ax.set_title(title, fontsize=9)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("accuracy\n(bars: min–max over seeds)", fontsize=8)
+    trained = ", ".join(sorted(swap["activation"].unique())) if "activation" in swap else "?"
+    _legend_above(fig, axes.flat[0], f"weights trained with {trained}, scored with each "
+                  "activation")
     return fig
 
 
-def pruning_figure(neurons: pd.DataFrame, width: int | None = None) -> Figure:
+def pruning_figure(neurons: pd.DataFrame) -> Figure:
     """Accuracy vs fraction of neurons kept, top-first / bottom-first / random, by IPR and by
-    strength (rows) on test and noisy train (columns), highest noise, one width (SPEC M.4.5)."""
-    prune, width = _largest(neurons[neurons["kind"] == "prune"], width)
-    fig = new_figure(7.0, 5.2)
-    if prune.empty:
+    strength on test and noisy train (columns), one row per width × noise level held (SPEC
+    M.4.5), the widest and noisiest first."""
+    prune = neurons[neurons["kind"] == "prune"] if "kind" in neurons else neurons.iloc[0:0]
+    configs = _configs(prune)
+    scores, subsets = ["ipr", "strength"], ["test", "train_noisy"]
+    cols = [(sc, su) for sc in scores for su in subsets]
+    fig = new_figure(2.6 * len(cols) + 0.4, 2.0 * max(1, len(configs)) + 0.8)
+    if not configs:
         empty_panel(fig.add_subplot(), "no pruning curves")
         return fig
-    noise = prune["noise"].max()
-    prune = prune[prune["noise"] == noise]
-    scores, subsets = ["ipr", "strength"], ["test", "train_noisy"]
-    axes = fig.subplots(len(scores), len(subsets), squeeze=False)
-    for i, score in enumerate(scores):
-        for j, subset in enumerate(subsets):
+    axes = fig.subplots(len(configs), len(cols), squeeze=False, sharex=True, sharey=True)
+    for i, (title, g) in enumerate(configs):
+        for j, (score, subset) in enumerate(cols):
             ax = axes[i, j]
-            part = prune[(prune["score"] == score) & (prune["subset"] == subset)]
+            part = g[(g["score"] == score) & (g["subset"] == subset)]
             for order, (colour, label) in ORDER_STYLE.items():
-                g = part[part["order"] == order]
-                if not g.empty:
-                    _spread(ax, g, "fraction", colour, label)
+                if not (o := part[part["order"] == order]).empty:
+                    _spread(ax, o, "fraction", colour, label)
             _pct(ax)
-            ax.set_title(f"{score}: {SPLIT_STYLE[subset][1]}", fontsize=8)
-            ax.set_xlabel("fraction of neurons kept", fontsize=8)
-    axes[0, 0].legend(fontsize=7)
-    fig.suptitle(f"pruning curves, α = {noise:g}, M = {width}", fontsize=9)
+            ax.set_title(f"{title}\n{score}: {SPLIT_STYLE[subset][1]}", fontsize=7.5)
+        axes[i, 0].set_ylabel("accuracy", fontsize=8)
+    for ax in axes[-1]:
+        ax.set_xlabel("fraction of neurons kept", fontsize=8)
+    _legend_above(fig, axes[0, 0])
     return fig

@@ -62,7 +62,8 @@ def activation_swap(swap: pd.DataFrame | None) -> Panel:
     if not _has(swap):
         return None
     return (swap_bars(swap),
-            "Activation swap (M.4.4): the trained weights scored with each activation")
+            "Activation swap (M.4.4): the trained weights scored with each activation, at every "
+            "width and noise level held")
 
 
 def pruning(neurons: pd.DataFrame | None) -> Panel:

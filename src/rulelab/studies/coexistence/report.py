@@ -47,11 +47,14 @@ def findings_html(table: pd.DataFrame) -> str:
 
 def write_coexistence_report(path, *, title: str, runs: pd.DataFrame, metrics: pd.DataFrame,
                              tables: dict[str, pd.DataFrame], found: pd.DataFrame,
-                             notes: list[tuple[str, str]] = (), scale: str = "") -> Path:
+                             notes: list[tuple[str, str]] = (), scale: str = "",
+                             lead: str = "") -> Path:
     """One self-contained HTML page (figures as base64 PNG, CSS inline): findings beside the
     paper — under the ``scale`` line (what scale the runs are and how they depart from the
     paper) — then double descent, learning order, FF, activation swap and the neuron partition
-    (SPEC M.4), the ``notes`` and the code versions. Written atomically."""
+    (SPEC M.4), the ``notes`` and the code versions. Written atomically. ``lead`` (what the
+    lab shows: :func:`rulelab.report.results.results_html`, holding the scale line and the
+    findings) takes the place of the findings section."""
 
     ff, swap, neurons = tables["ff"], tables["swap"], tables["neurons"]
     order = tables["order"]
@@ -59,8 +62,9 @@ def write_coexistence_report(path, *, title: str, runs: pd.DataFrame, metrics: p
     dips = tables.get("dips")
     dips = dip_reading(tables["dd"]) if dips is None else dips
     parts = [f"<h1>{html.escape(title)}</h1>", f'<p class="meta">{status_line(runs)}</p>',
-             "<h2>Findings beside the paper</h2>",
-             f"<p><b>{html.escape(scale)}</b></p>" if scale else "", findings_html(found),
+             *([lead] if lead else ["<h2>Findings beside the paper</h2>",
+                                    f"<p><b>{html.escape(scale)}</b></p>" if scale else "",
+                                    findings_html(found)]),
              "<h2>Double descent (M.4.1)</h2>", _figure(double_descent(runs, ff)),
              _table_html(tables["dd"]),
              "<p>The dip, per curve (called by a max-statistic test over seeds at 2.5%: "

@@ -54,6 +54,7 @@ def print_table(console, title: str, frame: pd.DataFrame) -> None:
 def reproduce(r: Reproduction) -> Path:
     """Analyze the trained recipe in ``r.lab``, print the findings, write the report."""
     from rulelab.analysis.calibration import calibrate, calibration_text
+    from rulelab.report.results import results_html
     from rulelab.studies.coexistence.analysis.dd_dip import dip_reading
     from rulelab.studies.coexistence.analysis.findings import findings
     from rulelab.studies.coexistence.analysis.order import (
@@ -68,7 +69,7 @@ def reproduce(r: Reproduction) -> Path:
         neurons_table,
         swap_table,
     )
-    from rulelab.studies.coexistence.report import write_coexistence_report
+    from rulelab.studies.coexistence.report import findings_html, write_coexistence_report
 
     t0, console, ids = time.perf_counter(), r.console, list(r.run_ids)
     tables = {name: analyze_stored(r.lab, name, fn, task="modular", columns=COLUMNS, run_ids=ids)
@@ -95,14 +96,16 @@ def reproduce(r: Reproduction) -> Path:
                 dips[[c for c in dips.columns if c in ("noise", "activation", "reading")]])
     note = r.recipe.description
     console.print(f"wall time: training {r.train_seconds:.0f} s, all {t_all:.0f} s; {note}")
+    checks = calibrate(r.study, r.recipe.configs())
+    lead = results_html(r.study, runs, metrics, lab=r.lab, scale=r.scale,  # results first
+                        scale_lines=[line, note], calibrations=checks,
+                        own="<p>Findings beside the paper:</p>" + findings_html(found))
     path = write_coexistence_report(
         r.out, title=f"{r.study.title} — {r.scale} reproduction",
         runs=runs, metrics=metrics, tables=dict(tables, dd=dd, order=order, dips=dips),
-        found=found, scale=line,
-        notes=[("What this reproduction is", note),
-               ("Wall time", f"training {r.train_seconds:.0f} s, training + analyses "
+        found=found, scale=line, lead=lead,
+        notes=[("Wall time", f"training {r.train_seconds:.0f} s, training + analyses "
                 f"{t_all:.0f} s on {r.device} (a resumed run counts only the rest)."),
-               ("Each verdict against its null", calibration_text(
-                   calibrate(r.study, r.recipe.configs())))])
+               ("Each verdict against its null", calibration_text(checks))])
     console.print(f"report: {path}")
     return path

@@ -23,6 +23,11 @@ class CoexistenceView(RunsView):
     def __init__(self, level: str) -> None:
         self.title = f"generalization rate (final test acc ≥ {level})"
 
+    def scale(self, runs):
+        from rulelab.studies.coexistence.analysis.scale import scale_line
+
+        return scale_line("this lab", runs) if "p" in runs.columns else None
+
     def figures(self, runs, metrics, analyses):
         from rulelab.studies.coexistence.panels import double_descent, learning_order
 

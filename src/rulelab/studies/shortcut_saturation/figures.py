@@ -48,6 +48,7 @@ PLAIN = FuncFormatter(lambda v, _: f"{v:g}")
 GEN = dict(ls="none", marker="*", ms=9, mec="black", mew=0.5, zorder=5)
 PINNED = dict(ls="none", marker="o", ms=6, mfc="none", mew=0.8, zorder=4)  # ε < EPS_IDENTITY
 NOISE = dict(ls="none", marker="x", ms=6, mew=1.2, zorder=4)  # saturated loss: rounding noise
+THIN, THICK = 0.7, 1.9  # line widths: one seed, the median over seeds
 
 
 def _log_x(ax) -> None:
@@ -60,23 +61,34 @@ def _log_x(ax) -> None:
 
 
 def _seed_lines(ax, g: pd.DataFrame, col: str, colour, gen: dict,
-                median_of: pd.DataFrame | None = None) -> None:
+                median_of: pd.DataFrame | None = None) -> set[str]:
     """A thin line per run of ``g[col]`` vs epoch, their median (over ``median_of``'s rows
-    where given), a star at generalization."""
+    where given), a star at generalization; returns what it drew of ``{"median", "star"}``
+    (the legend promises only those)."""
+    drew = set()
     curves = [c.sort_values("epoch") for _, c in g.groupby("run_id", sort=True)]
     for c in curves:  # a run read at one or two epochs (post hoc) still shows, as dots
-        ax.plot(c["epoch"], c[col], color=colour, lw=0.7, alpha=0.5,
+        ax.plot(c["epoch"], c[col], color=colour, lw=THIN, alpha=0.5,
                 marker="o" if len(c) < 3 else None, ms=3)
         if (e := gen.get(c["run_id"].iloc[0])) is not None:
             ax.plot([e], [np.interp(e, c["epoch"], c[col])], color=colour, **GEN)
+            drew.add("star")
     if len(curves) >= 2:
         m = (g if median_of is None else median_of).groupby("epoch")[col].median()
-        ax.plot(m.index, m.to_numpy(), color=colour, lw=1.9)
+        ax.plot(m.index, m.to_numpy(), color=colour, lw=THICK)
+        drew.add("median")
+    return drew
 
 
-def _legend(fig: Figure, handles: list) -> None:
-    handles += [Line2D([], [], color="0.3", lw=0.7, label="thin: seed, thick: median"),
-                Line2D([], [], color="0.6", **GEN, label="generalized (val and adv 100%)")]
+def _legend(fig: Figure, handles: list, drew: set[str], colour) -> None:
+    """``handles`` and the keys of what :func:`_seed_lines` drew (in ``colour``, a colour
+    drawn): a seed's line, the median, the generalization star."""
+    handles.append(Line2D([], [], color=colour, lw=THIN, label="thin: one seed"))
+    if "median" in drew:
+        handles.append(Line2D([], [], color=colour, lw=THICK, label="thick: median over seeds"))
+    if "star" in drew:
+        handles.append(Line2D([], [], color=colour, **GEN, label="generalized (val and adv "
+                              "100%)"))
     fig.legend(handles=handles, loc="outside upper center", fontsize=8, frameon=False,
                ncols=legend_columns(fig, [h.get_label() for h in handles]))
 
@@ -114,6 +126,8 @@ def gradient_dynamics(grad_table: pd.DataFrame, runs: pd.DataFrame | None = None
     noise = saturated_rows(t)
     has_eps = "eps" in t.columns and t["eps"].notna().any()
     n_rows = 3 if has_eps else 2
+    drew: set[str] = set()
+    odds, pinned_any = False, False
     fig = new_figure(3.5 * len(panels) + 0.6, 2.5 * n_rows + 0.8)
     axes = fig.subplots(n_rows, len(panels), squeeze=False, sharex=True, sharey="row")
     for j, (title, g) in enumerate(panels):
@@ -123,15 +137,17 @@ def gradient_dynamics(grad_table: pd.DataFrame, runs: pd.DataFrame | None = None
             sat = noise[gr.index]
             rows = ["cos", "amplification", "eps"][:n_rows]
             for i, col in enumerate(rows):
-                _seed_lines(axes[i, j], gr, col, c, gen, median_of=gr[~sat])
+                drew |= _seed_lines(axes[i, j], gr, col, c, gen, median_of=gr[~sat])
                 if sat.any():
                     axes[i, j].plot(gr.loc[sat, "epoch"], gr.loc[sat, col], **NOISE, color=c)
             if has_eps:
                 pinned = gr[(gr["eps"] < EPS_IDENTITY) & ~sat]
+                pinned_any |= not pinned.empty
                 for i, col in enumerate(("cos", "amplification")):
                     axes[i, j].plot(pinned["epoch"], pinned[col], **PINNED, mec=c)
             if r is not None and 0 < r < 1:
                 axes[1, j].axhline(r / (1 - r), ls="--", lw=1.1, color=c)
+                odds = True
             counts.append(f"r={r:g}: {won(gr, gen)}" if r is not None else won(gr, gen))
         axes[0, j].set_title(f"{title}\ngeneralized {', '.join(counts)}", fontsize=8.5)
         axes[0, j].axhline(0, color="0.4", lw=0.8)
@@ -144,15 +160,19 @@ def gradient_dynamics(grad_table: pd.DataFrame, runs: pd.DataFrame | None = None
             _log_x(ax)
     axes[0, 0].set_ylabel("cos(g+, g−)", fontsize=8)
     axes[1, 0].set_ylabel("‖g−‖ / ‖g+‖", fontsize=8)
-    handles = [Line2D([], [], color=c, lw=1.8, label=f"r = {r:g}") for r, c in colour.items()]
-    handles.append(Line2D([], [], color="0.3", ls="--", lw=1.1, label="r/(1−r)"))
+    key = next(iter(colour.values()), "C0")  # keys drawn in a colour the panels use
+    handles = [Line2D([], [], color=c, lw=1.0, label=f"r = {r:g}") for r, c in colour.items()]
+    if odds:
+        handles.append(Line2D([], [], color=key, ls="--", lw=1.1,
+                              label="r/(1−r), in its r's colour"))
     if has_eps:
         axes[2, 0].set_ylabel("ε = ‖g‖ / (r‖g+‖)", fontsize=8)
-        handles.append(Line2D([], [], **PINNED, mec="0.3",
+    if pinned_any:
+        handles.append(Line2D([], [], **PINNED, mec=key,
                               label=f"identity-dominated (ε < {EPS_IDENTITY:.3g})"))
     if noise.any():
-        handles.append(Line2D([], [], **NOISE, color="0.3", label=FIGURE_LABEL))
-    _legend(fig, handles)
+        handles.append(Line2D([], [], **NOISE, color=key, label=FIGURE_LABEL))
+    _legend(fig, handles, drew, key)
     return fig
 
 
@@ -169,13 +189,33 @@ def _heatmap(ax, values: np.ndarray, norm, rows: list[str], cols: list[str], fmt
     return im
 
 
+def _ablation_rows(t: pd.DataFrame, e: int | None) -> tuple[str, pd.DataFrame, bool]:
+    """(what the panel is read at, its rows, whether each row names its epoch): one epoch per
+    panel — for ``e`` the stored epoch nearest it over all runs, only the runs that hold it;
+    for None each run's last stored epoch, named on every row where the runs' differ."""
+    if e is None:
+        rows = at_epoch(t, None)
+        stored = sorted({int(x) for x in rows["epoch"].unique()})
+        return (f"epoch {stored[0]}" if len(stored) == 1 else "each run's last epoch",
+                rows, len(stored) > 1)
+    held = np.array(sorted(t["epoch"].unique()))
+    nearest = int(held[np.abs(held - e).argmin()])  # ties: the earlier
+    rows = t[t["epoch"] == nearest]
+    runs_in = f"{rows['run_id'].nunique()} of {t['run_id'].nunique()} runs"
+    at = f"epoch {nearest}" if nearest == e else f"epoch {nearest} (nearest to {e})"
+    return f"{at}, {runs_in}", rows, False
+
+
 def ablation_heatmap(ablation_table: pd.DataFrame, epoch=None, *, runs=None,
                      method: str = "mean", where: str = "cls") -> Figure | None:
     """Δ adversarial and Δ val accuracy when one head or MLP is ablated (SPEC S.4.3).
 
     Rows are configurations, columns layer·component, cells the mean over seeds (percentage
-    points; red = accuracy lost). ``epoch`` None is each run's last stored epoch; an epoch or a
-    list of epochs takes each run's nearest stored snapshot, one row of panels per epoch.
+    points; red = accuracy lost). A panel never pools epochs: ``epoch`` None is each run's last
+    stored epoch (one row per configuration and epoch, the epoch on every row, where runs
+    ended at different epochs); an epoch or a list of epochs gives one row of panels per
+    epoch, each at the stored epoch nearest it and holding only the runs read there (its
+    title says how many, each row its n).
     """
     t = with_config(ablation_table, runs)
     if not has_columns(t, "run_id", "epoch", "layer", "component", "d_adv_acc", "d_val_acc",
@@ -186,10 +226,9 @@ def ablation_heatmap(ablation_table: pd.DataFrame, epoch=None, *, runs=None,
                    key=lambda c: (c[0], c[1] == "mlp", c[1]))
     blocks = []  # (title, row labels, {column: values in pp})
     for e in (list(epoch) or [None]) if isinstance(epoch, list | tuple) else [epoch]:
-        groups = config_groups(at_epoch(t, e))
-        stored = sorted({int(x) for _, g in groups for x in g["epoch"].unique()})
-        at = ", ".join(map(str, stored[:4])) + ("…" if len(stored) > 4 else "")
-        at = f"epoch {at}" if e is None or stored == [e] else f"epoch ≈ {e} ({at})"
+        at, rows, per_row = _ablation_rows(t, e)
+        groups = [(f"{lab} epoch {int(ep)}" if per_row else lab, ge)
+                  for lab, g in config_groups(rows) for ep, ge in g.groupby("epoch")]
         labels = [f"{lab} n={g['run_id'].nunique()}, base adv {g['base_adv_acc'].mean():.0%}"
                   for lab, g in groups]
         values = {col: 100 * np.array([[m.get(c, np.nan) for c in cells] for m in (
@@ -198,8 +237,9 @@ def ablation_heatmap(ablation_table: pd.DataFrame, epoch=None, *, runs=None,
         blocks.append((at, labels, values))
     lim = max(5.0, *(np.nanmax(np.abs(v)) for *_, vs in blocks for v in vs.values()))
     norm = TwoSlopeNorm(0.0, -lim, lim)
-    fig = new_figure(len(cells) + 4.6, len(blocks) * (0.36 * len(blocks[0][1]) + 0.5) + 1.4)
-    axes = fig.subplots(len(blocks), 2, squeeze=False)
+    heights = [len(labels) for _, labels, _ in blocks]
+    fig = new_figure(len(cells) + 5.2, sum(0.36 * h + 0.5 for h in heights) + 1.6)
+    axes = fig.subplots(len(blocks), 2, squeeze=False, gridspec_kw={"height_ratios": heights})
     for b, (at, labels, values) in enumerate(blocks):
         for ax, (col, name) in zip(axes[b], (("d_adv_acc", "adv"), ("d_val_acc", "val")),
                                    strict=True):
@@ -207,7 +247,8 @@ def ablation_heatmap(ablation_table: pd.DataFrame, epoch=None, *, runs=None,
                           lambda v: f"{v:+.0f}" if round(v) else "0")
             ax.set_title(f"Δ {name} accuracy, {at}", fontsize=8.5)
             ax.tick_params(labelleft=col == "d_adv_acc", labelbottom=b == len(blocks) - 1)
-    fig.colorbar(im, ax=axes, shrink=0.8, format="%+.0f", label="Δ accuracy (pp)")
+    bar = fig.colorbar(im, ax=axes, shrink=0.9, format="%+.0f")
+    bar.ax.set_title("Δ acc\n(pp)", fontsize=8)  # above the bar: fits however short it is
     fig.suptitle(f"{method}-ablation at {'all positions' if where == 'all' else 'CLS'}, "
                  "mean over seeds (pp)", fontsize=9.5)
     return fig
@@ -218,10 +259,11 @@ def patching_heatmap(patching_table: pd.DataFrame, *, runs=None, epoch=None) -> 
     aligned twin into the adversarial run (SPEC S.4.4; 1 = twin, 0 = unpatched).
 
     One panel per architecture × ratio × outcome (the run's ``generalized`` flag, when ``runs``
-    has it: the claims are conditional on it), **median** over runs: rows are the residual
-    stream before each layer, each head's output ``z`` and each MLP output; columns the
-    position (CLS, x₁…) and all positions at once. NaN cells (grey): no run had a twin–original
-    gap above ``REL_GAP``. Colours saturate outside [−1, 1].
+    has it: the claims are conditional on it) × epoch (each run's last stored one, or the one
+    nearest ``epoch``; runs read at different epochs are never pooled), **median** over runs:
+    rows are the residual stream before each layer, each head's output ``z`` and each MLP
+    output; columns the position (CLS, x₁…) and all positions at once. NaN cells (grey): no
+    run had a twin–original gap above ``REL_GAP``. Colours saturate outside [−1, 1].
     """
     t = with_config(patching_table, runs)
     order = {"resid_pre": 0, "z": 1, "z_all": 1, "mlp_out": 2, "mlp_out_all": 2}
@@ -235,8 +277,10 @@ def patching_heatmap(patching_table: pd.DataFrame, *, runs=None, epoch=None) -> 
     cols = ["CLS", *(f"x{i}" for i in range(1, n_pos)), "all"]
     archs = config_groups(t, drop=("seed", "ratio"))
     ratios = sorted(t["ratio"].unique()) if "ratio" in t.columns else [None]
-    panels = [(r, o) for r in ratios for o in sorted(t["outcome"].unique())
-              if not t[(t["outcome"] == o) & ((t["ratio"] == r) if r is not None else True)].empty]
+    panels = [(r, o, e) for r in ratios for o in sorted(t["outcome"].unique())
+              for e in sorted(t["epoch"].unique())  # one epoch per panel, never pooled
+              if not t[(t["outcome"] == o) & (t["epoch"] == e)
+                       & ((t["ratio"] == r) if r is not None else True)].empty]
     n_rows = [len(a.groupby(["row", "layer", "head"])) for _, a in archs]
     fig = new_figure(len(panels) * (0.45 * len(cols) + 1.3) + 1.0, 0.3 * sum(n_rows)
                       + 0.9 * len(archs) + 0.6)
@@ -244,8 +288,8 @@ def patching_heatmap(patching_table: pd.DataFrame, *, runs=None, epoch=None) -> 
                         gridspec_kw={"height_ratios": n_rows})
     norm = TwoSlopeNorm(0.0, -1.0, 1.0)
     for i, (label, arch) in enumerate(archs):
-        for j, (r, outcome) in enumerate(panels):
-            g = arch[arch["outcome"] == outcome]
+        for j, (r, outcome, epoch_) in enumerate(panels):
+            g = arch[(arch["outcome"] == outcome) & (arch["epoch"] == epoch_)]
             g = g if r is None else g[g["ratio"] == r]
             if g.empty:
                 axes[i, j].set_visible(False)
@@ -259,7 +303,7 @@ def patching_heatmap(patching_table: pd.DataFrame, *, runs=None, epoch=None) -> 
             axes[i, j].axvline(n_pos - 0.5, color="black", lw=1)
             for y in np.flatnonzero(np.diff([k[0] for k in rows])):  # resid | z | mlp
                 axes[i, j].axhline(y + 0.5, color="black", lw=1)
-            at = "/".join(map(str, sorted(g["epoch"].unique())))
+            at = int(epoch_)
             shown = "" if outcome == UNKNOWN else f", {outcome}\n"
             axes[i, j].set_title(f"{label}{'' if r is None else f' r={r:g}'}{shown or ' '}"
                                  f"(n={g['run_id'].nunique()}, epoch {at})", fontsize=8.5)
@@ -270,7 +314,7 @@ def patching_heatmap(patching_table: pd.DataFrame, *, runs=None, epoch=None) -> 
 
 
 def fingerprint_trajectories(fp_table: pd.DataFrame, runs: pd.DataFrame | None = None, *,
-                             max_configs: int = 6) -> Figure | None:
+                             max_configs: int | None = None) -> Figure | None:
     """QK ρ, attention on x₁ and OV parity ρ of each head vs epoch (SPEC S.4.5).
 
     Rows are the three fingerprints, columns configurations; one colour per head, a thin line
@@ -286,17 +330,18 @@ def fingerprint_trajectories(fp_table: pd.DataFrame, runs: pd.DataFrame | None =
     gen = gen_epochs(runs)
     fig = new_figure(3.2 * len(groups) + 0.6, 2.3 * len(metrics) + 0.8)
     axes = fig.subplots(len(metrics), len(groups), squeeze=False, sharex=True, sharey="row")
+    drew: set[str] = set()
     for j, (title, g) in enumerate(groups):
         axes[0, j].set_title(f"{title}\ngeneralized {won(g, gen)}", fontsize=8.5)
         for i, metric in enumerate(metrics):
             axes[i, 0].set_ylabel(FINGERPRINTS[metric], fontsize=8)
             for (lay, h), gh in g.groupby(["layer", "head"]):
-                _seed_lines(axes[i, j], gh, metric, colour[(lay, h)], gen)
+                drew |= _seed_lines(axes[i, j], gh, metric, colour[(lay, h)], gen)
             _log_x(axes[i, j])
             if metric in ("qk_rho", "ov_parity_rho"):
                 axes[i, j].axhline(0, color="0.4", lw=0.8)
-    _legend(fig, [Line2D([], [], color=c, lw=1.8, label=f"L{la}.H{h}")
-                  for (la, h), c in colour.items()])
+    _legend(fig, [Line2D([], [], color=c, lw=1.0, label=f"L{la}.H{h}")
+                  for (la, h), c in colour.items()], drew, next(iter(colour.values())))
     return fig
 
 

@@ -79,14 +79,15 @@ def final_readings(table: pd.DataFrame, runs: pd.DataFrame | None, columns: dict
     ratios = sorted(t["ratio"].dropna().unique())
     hues = sorted({tuple(r) for r in t[list(hue)].itertuples(index=False)}) if hue else [()]
     colour = {h: f"C{i % 10}" for i, h in enumerate(hues)}
-    panels, gen = config_groups(t, drop=("seed", "ratio")), gen_epochs(runs)
+    gen = gen_epochs(runs)  # a panel per epoch where runs ended apart: never pooled
+    panels = [(f"{title}, epoch {int(e)}", ge) for title, g in config_groups(t, drop=(
+        "seed", "ratio")) for e, ge in g.groupby("epoch")]
     fig = new_figure(max(3.0, (0.9 + 0.5 * len(hues)) * len(ratios)) * len(panels) + 0.8,
                      2.2 * len(columns) + 1.0)
     axes = fig.subplots(len(columns), len(panels), squeeze=False, sharey="row")
     step = 0.8 / len(hues)
     for j, (title, g) in enumerate(panels):
-        epochs = "/".join(map(str, sorted(g["epoch"].unique())))
-        axes[0, j].set_title(f"{title}, epoch {epochs}\ngeneralized {won(g, gen)}", fontsize=8.5)
+        axes[0, j].set_title(f"{title}\ngeneralized {won(g, gen)}", fontsize=8.5)
         for i, col in enumerate(columns):
             ax = axes[i, j]
             for x, r in enumerate(ratios):
@@ -114,10 +115,12 @@ def final_readings(table: pd.DataFrame, runs: pd.DataFrame | None, columns: dict
     handles = [Line2D([], [], color=c, lw=2.2, label=".".join(f"{n[0].upper()}{v}" for n, v in
                                                              zip(hue, h, strict=True)))
                for h, c in colour.items() if h]
-    handles += [Line2D([], [], ls="none", marker="o", ms=3.5, color="0.4", label="one seed"),
-                Line2D([], [], color="0.4", lw=2.2, label="median"),
-                Line2D([], [], ls="none", marker="*", ms=9, color="0.6", mec="black", mew=0.5,
-                       label="generalized (val and adv 100%)")]
+    key = next(iter(colour.values()))  # keys in a colour the panels draw (issue 23)
+    handles += [Line2D([], [], ls="none", marker="o", ms=3.5, color=key, label="one seed"),
+                Line2D([], [], color=key, lw=2.2, label="median")]
+    if set(gen) & set(t["run_id"]):  # a star only where one is drawn
+        handles.append(Line2D([], [], ls="none", marker="*", ms=9, color=key, mec="black",
+                              mew=0.5, label="generalized (val and adv 100%)"))
     if "amplification" in columns:
         handles.append(Line2D([], [], ls="--", color="0.3", label="r/(1−r)"))
     if "eps" in columns:

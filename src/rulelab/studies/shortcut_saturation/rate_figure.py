@@ -91,7 +91,8 @@ def rate_vs_ratio(runs: pd.DataFrame, *, paper: dict | None = None) -> Figure:
 
     if "label_mod" in runs.columns:
         for k in sorted(runs["label_mod"].dropna().unique()):
-            ax.axvline(1 / k, ls="--", lw=1, color="0.5", label=f"chance b=1/{fmt(k)}")
+            ax.axvline(1 / k, ls="--", lw=1, color="0.5",
+                       label=f"chance b = 1/k = 1/{fmt(k)} (k labels)")
 
     ax.set_xlim(-0.03, 1.03)
     ax.set_ylim(-0.03, 1.03)

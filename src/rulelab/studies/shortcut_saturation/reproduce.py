@@ -19,6 +19,7 @@ from rulelab.analysis.calibration import calibrate, calibration_text
 from rulelab.analysis.stored import analyze_stored
 from rulelab.report.analyses import read_analyses
 from rulelab.report.html import write_report
+from rulelab.report.results import results_html
 from rulelab.report.terminal import print_rate_table, progress_line
 from rulelab.store import load
 from rulelab.studies.shortcut_saturation.invariants import describe_invariants
@@ -78,16 +79,17 @@ def reproduce(r: Reproduction) -> Path:
                 "The paper's headline — comparable only with the cells at its setting"
                 if at_paper.any() else
                 "The paper's headline — at its own setting, not comparable with this scale")
+    checks = calibrate(r.study, r.recipe.configs(), n_sims=REPORT_SIMS)
+    lead = results_html(r.study, runs, metrics, lab=r.lab, scale=r.scale,  # results first
+                        scale_lines=[note, describe_scale(runs), kept], calibrations=checks)
     sections = [
-        ("What this reproduction is", f"{note}\n{describe_scale(runs)}\n{kept}"),
         (headline, HEADLINE),
         ("Wall time", f"training took {wall:.0f} s on {r.device} (a resumed run counts the "
          f"rest); the analyses of the final weights ({', '.join(FINAL_ANALYSES)}) "
          f"{analysis_seconds:.0f} s."),
-        ("Each verdict against its null", calibration_text(
-            calibrate(r.study, r.recipe.configs(), n_sims=REPORT_SIMS))),
+        ("Each verdict against its null", calibration_text(checks)),
     ]
     path = write_report(r.out, title=f"{r.study.title} — {r.scale} reproduction", runs=runs,
-                        metrics=metrics, sections=sections, analyses=analyses)
+                        metrics=metrics, sections=sections, analyses=analyses, lead=lead)
     r.console.print(f"report: {path}")
     return path

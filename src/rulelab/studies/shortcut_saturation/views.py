@@ -33,6 +33,7 @@ class ShortcutView(RunsView):
     mark = ("first_epoch_generalized", "first epoch with val and adv at 100%")
     analyses = ("gradients", "ablation", "patching", "fingerprints", "phases")
     short = SHORT
+    readme = ("Quick reproduction (study S)", "quick")
 
     def upgrade(self, runs, metrics=None):
         from rulelab.studies.shortcut_saturation.summary_frames import upgrade_runs
@@ -97,7 +98,8 @@ class ShortcutView(RunsView):
     def chance(self, runs):
         if "label_mod" not in runs.columns or runs.empty:
             return None
-        return 1 / runs["label_mod"].iloc[0], "chance 1/k"
+        k = runs["label_mod"].iloc[0]
+        return 1 / k, f"chance 1/k, k = {k:g} labels"
 
     def generalized_of(self, summary):
         from rulelab.studies.shortcut_saturation.summary import generalized_of

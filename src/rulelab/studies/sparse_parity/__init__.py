@@ -20,16 +20,21 @@ architectures (including transformers) and finite training sets also appear ther
 (share of its squared weights on the support coordinates, :mod:`.metrics`); the output's
 correlation with χ_S and its *Fourier gap* over the other k-subsets. Per run (:mod:`.summary`):
 learned (eval acc ≥ 99% at an evaluation), steps to learn, and the steps at which hidden
-progress (support mass +10%), Fourier progress (χ_S the top coefficient) and visible progress
-(eval acc ≥ 60%) first show. Tables (:mod:`.analysis`): steps to learn vs n with Wilson
-intervals on the learned fraction and a fitted log–log exponent with its CI over seeds;
-figures (:mod:`.figures`).
+progress (support mass +10% *and* above the null band of the run's off-support k-subsets,
+before visible progress: :mod:`.hidden_null`), Fourier progress (χ_S the top coefficient) and
+visible progress (eval acc ≥ 60%) first show. Tables (:mod:`.analysis`): steps to learn vs n
+with Wilson intervals on the learned fraction and a fitted log–log exponent with its CI over
+seeds, per k, and its growth with k (:mod:`.scaling`); figures (:mod:`.figures`). ``rulelab
+calibrate sparse-parity`` checks the hidden-progress call against its null
+(:mod:`.hidden_calibration`).
 
 Files: ``config.py`` (run config), ``task.py`` (numpy task, ``rulelab data``), ``data.py``
 (member-axis tensors, fresh batches), ``model.py`` (ensemble MLP; study S's transformer on bit
 tokens), ``metrics.py``, ``summary.py``, ``trainer.py``, ``tracking.py`` (``--track
-coordinates``), ``analysis.py``, ``figures.py``, ``views.py`` (rate table and report),
-``reproduce.py``, ``cost.py`` (the planner's estimate), ``recipes/quick.yaml``.
+coordinates``), ``hidden_null.py`` (the null band), ``hidden_calibration.py`` (its
+calibration), ``analysis.py``, ``scaling.py`` (exponents per k), ``figures.py``, ``views.py``
+(rate table and report), ``reproduce.py``, ``cost.py`` (the planner's estimate),
+``recipes/quick.yaml``, ``recipes/scaling-k.yaml`` (k ∈ {2, 3, 4}).
 """
 
 from pathlib import Path
@@ -37,7 +42,7 @@ from pathlib import Path
 from rulelab.studies.sparse_parity.config import SparseParityRunConfig
 from rulelab.studies.sparse_parity.cost import sparse_parity_cost
 from rulelab.studies.sparse_parity.task import DATA_FIELDS
-from rulelab.study import DataCommand, Study, Task
+from rulelab.study import Calibration, DataCommand, Study, Task
 
 _HERE = "rulelab.studies.sparse_parity"
 
@@ -61,4 +66,9 @@ STUDY = Study(
     tasks=(SPARSE_PARITY,),
     recipes=Path(__file__).parent / "recipes",
     reproduce=f"{_HERE}.reproduce:reproduce",
+    calibrations=(  # `rulelab calibrate sparse-parity`: each detector against its null
+        Calibration("hidden progress", "support mass rose before visible progress, above the "
+                    "band of the run's off-support k-subsets",
+                    f"{_HERE}.hidden_calibration:hidden_check"),
+    ),
 )

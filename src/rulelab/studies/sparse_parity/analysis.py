@@ -5,14 +5,19 @@ metric, value``).
 - :func:`steps_table` — steps-to-learn vs n (per k, model, optimizer, …): runs, fraction
   learned with its 95% Wilson interval (SPEC "Cross-cutting": rates carry Wilson intervals and
   counts), median and range of steps-to-learn over the seeds that learned, every seed's value,
-  the median hidden-progress, Fourier and visible steps, the median lead (visible − hidden)
-  and how many runs showed hidden progress strictly first.
+  the median hidden-progress, Fourier and visible steps, the median lead (visible − hidden),
+  the median null band, and how many runs had hidden progress called (before visible
+  progress, above the band) among those where it can be: an MLP's support mass exists
+  (``hidden_measurable``) and there are enough off-support subsets for a 5% band
+  (``hidden_callable``).
 - :func:`fit_slope` — the exponent a of ``steps ≈ c · n^a`` (Barak et al. 2022: n^{O(k)}), by
   least squares on log steps vs log n: pooled over every learned run with its t interval, and
   per seed (one slope per seed index across n) with a t interval over seeds. Runs that did not
   learn are left out and counted (censored: they would raise the slope).
-- :func:`progress_steps` — per run, the hidden-progress step re-read from the stored support-mass
-  curve at any factor, beside the visible and learned steps and the lead between them.
+- :func:`progress_steps` — per run, hidden progress re-read from the stored support-mass and
+  null-band curves at any factor (:func:`.hidden_null.hidden_reading`: called only above the
+  band of the run's off-support k-subsets), beside the visible and learned steps and the lead
+  between them.
 - :func:`slope_line` — the fit as one line of text.
 - :func:`progress_curves` — support mass, Fourier gap, loss and accuracy vs step, one row per
   (run, evaluation), for the figures.
@@ -31,18 +36,18 @@ from scipy import stats as sstats
 
 from rulelab.analysis.stats import wilson
 from rulelab.studies.sparse_parity.config import epoch_steps
+from rulelab.studies.sparse_parity.hidden_null import hidden_reading
 from rulelab.studies.sparse_parity.summary import (
     LEARNED_ACC,
     MASS_FACTOR,
     VISIBLE_ACC,
     first_crossing,
-    mass_threshold,
 )
 
 GROUP = ("k", "model", "optimizer", "samples", "width", "batch_size", "lr")
 CURVE_METRICS = {("weights", "support_mass"): "support_mass", ("eval", "fourier_gap"):
                  "fourier_gap", ("eval", "loss"): "loss", ("eval", "acc"): "acc",
-                 ("eval", "corr_s"): "corr_s"}
+                 ("eval", "corr_s"): "corr_s", ("weights", "null_band"): "null_band"}
 
 
 def _group_cols(runs: pd.DataFrame) -> list[str]:
@@ -53,6 +58,13 @@ def _group_cols(runs: pd.DataFrame) -> list[str]:
 def _median(values) -> float:
     v = [x for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))]
     return float(np.median(v)) if v else math.nan
+
+
+def _numbers(g: pd.DataFrame, column: str) -> pd.Series:
+    """``g[column]`` as floats (NaN where absent or not a number)."""
+    if column not in g:
+        return pd.Series(math.nan, index=g.index)
+    return pd.to_numeric(g[column], errors="coerce")
 
 
 def _finished(runs: pd.DataFrame) -> pd.DataFrame:
@@ -76,19 +88,24 @@ def steps_table(runs: pd.DataFrame) -> pd.DataFrame:
             "rate": len(learned) / len(g), "rate_lo": lo, "rate_hi": hi,
             "median_steps": _median(steps), "min_steps": steps.min() if len(steps) else math.nan,
             "max_steps": steps.max() if len(steps) else math.nan, "steps_per_seed": per_seed,
-            "median_hidden": _median(g["hidden_progress_step"]),
-            "median_visible": _median(g["visible_step"]),
-            "median_fourier": _median(g["fourier_step"]),
-            "median_lead": _median(pd.to_numeric(g["visible_step"], errors="coerce")
-                                   - pd.to_numeric(g["hidden_progress_step"],
-                                                   errors="coerce")),
-            "hidden_first": int((pd.to_numeric(g["visible_step"], errors="coerce")
-                                 > pd.to_numeric(g["hidden_progress_step"],
-                                                 errors="coerce")).sum()),
+            # optional columns: a report drops a column no run fills (e.g. nothing called)
+            "median_hidden": _median(_numbers(g, "hidden_progress_step")),
+            "median_visible": _median(_numbers(g, "visible_step")),
+            "median_fourier": _median(_numbers(g, "fourier_step")),
+            "median_lead": _median(_numbers(g, "visible_step")
+                                   - _numbers(g, "hidden_progress_step")),
+            "median_band": _median(_numbers(g, "hidden_band")),
+            # called: above the null band before visible progress (issue 21; .hidden_null)
+            "hidden_first": int(g["hidden_called"].fillna(False).astype(bool).sum())
+            if "hidden_called" in g else 0,
             # runs whose support mass exists (an MLP's first layer; a transformer has none, so
-            # "hidden first" is not measurable there, not 0 of n: issue 21)
-            "hidden_measurable": int(pd.to_numeric(g["support_mass_init"], errors="coerce")
-                                     .notna().sum()) if "support_mass_init" in g else len(g),
+            # "hidden first" is not measurable there, not 0 of n: issue 21) …
+            "hidden_measurable": int(_numbers(g, "support_mass_init").notna().sum())
+            if "support_mass_init" in g else int((g["model"] != "transformer").sum())
+            if "model" in g else len(g),
+            # … and whose band exists (≥ 19 off-support k-subsets; runs stored before the
+            # band have none: their hidden progress is not called)
+            "hidden_callable": int(_numbers(g, "hidden_band").notna().sum()),
         })
     return pd.DataFrame(rows)
 
@@ -155,23 +172,30 @@ def progress_curves(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
 
 def progress_steps(runs: pd.DataFrame, metrics: pd.DataFrame,
                    factor: float = MASS_FACTOR) -> pd.DataFrame:
-    """Per run: the hidden-progress step at ``factor`` (support mass ≥ ``mass_threshold``), the
-    Fourier step (gap > 0), the visible step (acc ≥ 60%), steps-to-learn (acc ≥ 99%), and
-    ``lead`` = visible − hidden (positive: progress was there before the metrics showed it)."""
+    """Per run: hidden progress at ``factor`` (support mass ≥ ``mass_threshold`` and its rise
+    above the null band, before visible progress: ``hidden_called``, ``hidden_progress_step``,
+    ``hidden_band``; ``mass_rise_step``, the crossing alone), the Fourier step (gap > 0), the
+    visible step (acc ≥ 60%), steps-to-learn (acc ≥ 99%), and ``lead`` = visible − hidden
+    (positive: progress was there before the metrics showed it)."""
     curves = progress_curves(runs, metrics)
+    if "null_band" not in curves:  # runs stored before the band: nothing is called
+        curves["null_band"] = math.nan
     rows = []
     for rid, c in curves.groupby("run_id", sort=False):
         c = c.sort_values("epoch")
         steps = c["step"].tolist()
         m0 = float(c["support_mass"].iloc[0]) if len(c) else math.nan
-        hidden = first_crossing(steps, c["support_mass"].tolist(), mass_threshold(m0, factor))
+        call = hidden_reading(steps, c["support_mass"].tolist(), c["null_band"].tolist(),
+                              c["acc"].tolist(), factor)
+        hidden = call["step"]
         fourier = first_crossing(steps, (c["fourier_gap"] > 0).astype(float).tolist(), 1.0)
         visible = first_crossing(steps, c["acc"].tolist(), VISIBLE_ACC)
         learned = first_crossing(steps, c["acc"].tolist(), LEARNED_ACC)
         lead = (visible - hidden) if visible is not None and hidden is not None else None
         rows.append({"run_id": rid, "support_mass_init": m0, "hidden_progress_step": hidden,
-                     "fourier_step": fourier, "visible_step": visible,
-                     "steps_to_learn": learned, "lead": lead})
+                     "hidden_called": call["called"], "hidden_band": call["band"],
+                     "mass_rise_step": call["mass_rise_step"], "fourier_step": fourier,
+                     "visible_step": visible, "steps_to_learn": learned, "lead": lead})
     table = pd.DataFrame(rows)
     cols = [c for c in ("run_id", "n_bits", "k", "seed") if c in runs.columns]
     return runs[cols].merge(table, on="run_id", how="inner")

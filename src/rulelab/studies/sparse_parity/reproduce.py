@@ -20,16 +20,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from rulelab.studies.sparse_parity.analysis import (
-    fit_slope,
-    progress_steps,
-    slope_line,
-    steps_table,
-)
+from rulelab.studies.sparse_parity.analysis import progress_steps, steps_table
+from rulelab.studies.sparse_parity.scaling import scaling_lines
 
 
 def _steps(v) -> str:
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.0f}"
+
+
+def _hidden_first(called: int, measurable: int, callable_: int) -> str:
+    """``called/callable``; why not where no run can be called (issue 21)."""
+    if not measurable:
+        return "not measurable"  # no coordinate-wise first layer (the transformer)
+    if not callable_:
+        return "too few nulls"  # < 19 off-support k-subsets (or runs stored before the band)
+    return f"{called}/{callable_}"
 
 
 def display_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -50,14 +55,19 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
         "fourier": table["median_fourier"].map(_steps),
         "visible": table["median_visible"].map(_steps),
         "lead": table["median_lead"].map(_steps),
-        "hidden first": [f"{h}/{m}" if m else "not measurable" for h, m in
-                         zip(table["hidden_first"], table["hidden_measurable"], strict=True)],
+        "band": table["median_band"].map(lambda b: "–" if math.isnan(b) else f"+{b:.1%}"),
+        "hidden first": [_hidden_first(h, m, c) for h, m, c in
+                         zip(table["hidden_first"], table["hidden_measurable"],
+                             table["hidden_callable"], strict=True)],
         "per seed": table["steps_per_seed"],
     })
 
 
 CAPTION = ("Steps to learn (eval acc ≥ 99%) vs n, in optimizer steps; medians over seeds of "
-           "the first step with hidden progress (support mass +10%), Fourier progress (χ_S the "
+           "the first step with hidden progress (support mass +10% and its rise above the band "
+           "— the 95% quantile of the largest rise of the run's off-support k-subsets — before "
+           "visible progress; 'hidden first': runs called, of those with ≥ 19 off-support "
+           "subsets), Fourier progress (χ_S the "
            "output's largest coefficient among the other k-subsets — all of them, or a fixed "
            "sample of 2,048 where there are more; not Barak et al.'s population gap) and "
            "visible progress (eval acc ≥ 60%); "
@@ -66,12 +76,19 @@ CAPTION = ("Steps to learn (eval acc ≥ 99%) vs n, in optimizer steps; medians 
 
 def readings(runs: pd.DataFrame, metrics: pd.DataFrame) -> list[str]:
     """The lines under the table: the fitted exponent and the hidden-progress lead."""
-    lines = [slope_line(fit_slope(runs))]
-    lead = progress_steps(runs, metrics)["lead"].dropna()
-    if len(lead):
-        ahead = int((lead > 0).sum())
-        lines.append(f"hidden progress before visible progress in {ahead} of {len(lead)} runs; "
-                     f"median lead {lead.median():.0f} steps (visible − hidden)")
+    lines = scaling_lines(runs)
+    steps = progress_steps(runs, metrics)
+    can = steps[steps["hidden_band"].notna()]  # a band: ≥ 19 off-support subsets (issue 21)
+    if len(can):
+        lead = can["lead"].dropna()
+        median = f"; median lead {lead.median():.0f} steps (visible − hidden)" if len(lead) \
+            else ""
+        lines.append(f"hidden progress before visible progress in {int(can['hidden_called'].sum())}"
+                     f" of {len(can)} runs where it can be called (support mass +10% and above "
+                     f"the 95% band of the run's off-support k-subsets){median}")
+    elif len(steps):
+        lines.append("hidden progress before visible progress in no run: none can be called "
+                     "(no support mass, or fewer than 19 off-support k-subsets for a 5% band)")
     return lines
 
 
@@ -103,13 +120,19 @@ def write_outputs(runs: pd.DataFrame, metrics: pd.DataFrame, out: Path) -> list[
     return paths + write_figures(runs, metrics, out)
 
 
-def sections(r, runs: pd.DataFrame, metrics: pd.DataFrame) -> list[tuple[str, str]]:
-    """The page's (heading, body) pairs after the lab's report: the scale, the table and
-    readings printed on the terminal (as HTML), the wall time."""
+def lead(r, runs: pd.DataFrame, metrics: pd.DataFrame) -> str:
+    """What the page opens with (issue 23): the scale, then the table and readings printed on
+    the terminal (as HTML), once — the page leaves the lab's rate table out."""
+    from rulelab.report.results import results_html
+
     scale = r.recipe.description if r.recipe is not None else f"scale {r.scale}"
-    return [("What this reproduction is", scale),
-            ("Steps to learn and hidden progress", readings_html(runs, metrics)),
-            ("Wall time", f"training took {r.train_seconds:.0f} s on {r.device} (a resumed run "
+    return results_html(r.study, runs, metrics, lab=r.lab, scale=r.scale, scale_lines=[scale],
+                        own=readings_html(runs, metrics))
+
+
+def sections(r, runs: pd.DataFrame, metrics: pd.DataFrame) -> list[tuple[str, str]]:
+    """The page's (heading, body) pairs after the lab's report: the wall time."""
+    return [("Wall time", f"training took {r.train_seconds:.0f} s on {r.device} (a resumed run "
              "counts only the rest).")]
 
 
@@ -117,7 +140,7 @@ def reproduce(r) -> Path:
     """The study's reproduction over a trained lab (:class:`rulelab.study.Reproduction`)."""
     from rulelab.report.analyses import read_analyses
     from rulelab.report.html import write_report
-    from rulelab.studies.sparse_parity.views import VIEW
+    from rulelab.report.views import view_of  # not .views: it reads this module's tables
 
     runs = r.lab.runs()
     runs = runs[runs["run_id"].isin(r.run_ids)]
@@ -128,6 +151,7 @@ def reproduce(r) -> Path:
     write_outputs(runs, metrics, r.out.parent / f"{r.out.stem}-files")
     path = write_report(r.out, title=f"{r.study.title} — {r.scale} reproduction", runs=runs,
                         metrics=metrics, sections=sections(r, runs, metrics),
-                        analyses=read_analyses(r.lab, runs, VIEW.analyses))
+                        analyses=read_analyses(r.lab, runs, view_of(runs).analyses),
+                        lead=lead(r, runs, metrics), rates=False)
     r.console.print(f"report: {path}", markup=False, highlight=False)
     return path

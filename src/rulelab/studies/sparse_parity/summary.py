@@ -5,9 +5,16 @@
 - ``visible_step``: the first step evaluation accuracy reaches ``VISIBLE_ACC`` (60%) — where
   progress first shows in the usual metrics (chance is 50%; on 4,096 evaluation examples its
   standard deviation is 0.8 points).
-- ``hidden_progress_step``: the first step the first layer's support mass reaches
+- ``hidden_progress_step``: hidden progress *called against its null band* (issue 21;
+  :mod:`.hidden_null`): before visible progress, the support mass rose by more than 95% of
+  the off-support k-subsets of the same run did (``hidden_band``, the band; ``hidden_rise``,
+  the support's largest rise; ``hidden_called``) and reached :func:`mass_threshold`; the step
+  is the first evaluation where it stood above both. ``None`` when not called, for the
+  transformer, and where there are too few off-support subsets for a 5% band.
+- ``mass_rise_step``: the first step the first layer's support mass reaches
   :func:`mass_threshold` of its value at init ``m₀`` — ``min(1.1 m₀, (1 + m₀)/2)``: a 10% rise
-  (or half-way to 1 where that is lower). ``None`` for the transformer. Why 10% and not a
+  (or half-way to 1 where that is lower) — the reading before issue 21, which random
+  k-subsets other than S make too. ``None`` for the transformer. Why 10% and not a
   doubling: the share moves only through signal — weight decay shrinks every column alike and
   SGD noise feeds every column alike, so without signal it stays at m₀ (within ≈ 2% in the
   pilots, n = 30: 0.104–0.106 over the first 500 steps) — but it is dominated by the n − k
@@ -57,7 +64,12 @@ class SparseParitySummary:
     generalized: bool = False
     steps_to_learn: int | None = None
     visible_step: int | None = None
-    hidden_progress_step: int | None = None
+    hidden_progress_step: int | None = None  # called against the null band (issue 21)
+    hidden_called: bool = False
+    hidden_band: float = math.nan  # the band at the last evaluation before visible progress
+    hidden_rise: float = math.nan  # the support mass's largest rise over init before it
+    hidden_first_above: int | None = None  # first step above the band then and +10%
+    mass_rise_step: int | None = None  # support mass +10% at any evaluation (uncalibrated)
     fourier_step: int | None = None
     support_mass_init: float = math.nan
     support_mass_threshold: float = math.nan
@@ -86,10 +98,23 @@ class SparseParitySummary:
             self.steps_to_learn = step
         if self.visible_step is None and acc >= VISIBLE_ACC:
             self.visible_step = step
-        if self.hidden_progress_step is None and mass >= self.support_mass_threshold:
-            self.hidden_progress_step = step
+        if self.mass_rise_step is None and mass >= self.support_mass_threshold:
+            self.mass_rise_step = step
+        if self.visible_step is None and not acc >= VISIBLE_ACC:  # before visible progress
+            self._hidden_window(step, mass, metrics.get(("weights", "null_band"), math.nan))
         if self.fourier_step is None and metrics["eval", "fourier_gap"] > 0:
             self.fourier_step = step
+
+    def _hidden_window(self, step: int, mass: float, band: float) -> None:
+        """One evaluation before visible progress: the call of :func:`.hidden_null.hidden_reading`
+        made online (the band of this evaluation; the call against the latest)."""
+        rise = mass / self.support_mass_init - 1.0
+        self.hidden_band = band
+        self.hidden_rise = rise if math.isnan(self.hidden_rise) else max(self.hidden_rise, rise)
+        if self.hidden_first_above is None and mass >= self.support_mass_threshold and rise > band:
+            self.hidden_first_above = step
+        self.hidden_called = bool(self.hidden_rise > band and self.hidden_first_above is not None)
+        self.hidden_progress_step = self.hidden_first_above if self.hidden_called else None
 
     def as_dict(self) -> dict:
         return asdict(self)

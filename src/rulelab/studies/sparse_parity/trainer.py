@@ -14,7 +14,9 @@ Metrics per evaluation (``(split, metric)``):
   :mod:`.metrics`);
 - ``train``: ``loss``, ``acc`` on the fixed training set (``samples = fixed`` only);
 - ``weights``: ``support_mass`` and ``rel_change`` (``‖W₁ − W₁(0)‖/‖W₁(0)‖``) of the MLP's first
-  layer (NaN for the transformer, whose bits enter through shared token embeddings).
+  layer (NaN for the transformer, whose bits enter through shared token embeddings), and
+  ``null_band``: the 95% band of the largest rise in share of the off-support k-subsets so far
+  (:mod:`.hidden_null`; its running state is checkpointed with the member).
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ import torch
 
 from rulelab.optim.factory import make_optimizer
 from rulelab.studies.sparse_parity.data import ParityEnsembleData, fresh_batch, stack_parity
+from rulelab.studies.sparse_parity.hidden_null import NullBand, null_subsets
 from rulelab.studies.sparse_parity.metrics import (
     characters,
+    coordinate_mass,
     correct,
     correlations,
     per_example_loss,
@@ -47,6 +51,9 @@ class SparseParityTrainer(EnsembleTrainerBase):
         model = build_model(self.configs)
         W1 = model.first_layer()
         self.w1_init = None if W1 is None else W1.detach().clone().to(self.device)
+        self.null_band = None if W1 is None else NullBand(torch.stack([torch.from_numpy(
+            null_subsets(c.n_bits, c.k, s.tolist(), c.data_seed))
+            for c, s in zip(self.configs, self.data.support.cpu(), strict=True)]))
         return model
 
     def build_optimizer(self):
@@ -104,7 +111,22 @@ class SparseParityTrainer(EnsembleTrainerBase):
         nan = torch.full((self.n_members,), float("nan"), dtype=torch.float64)
         out["weights", "support_mass"] = nan if W1 is None else support_mass(W1, d.support)
         out["weights", "rel_change"] = nan if W1 is None else relative_change(W1, self.w1_init)
+        out["weights", "null_band"] = nan if W1 is None else self.null_band.update(
+            coordinate_mass(W1))
         return {key: v.cpu() for key, v in out.items()}
+
+    # --- the null band's running state travels with the member's checkpoint ------------------
+    def member_state(self, e: int) -> dict:
+        state = super().member_state(e)
+        if self.null_band is not None:
+            state["null_band"] = self.null_band.state(e)
+        return state
+
+    def load_member_state(self, e: int, state: dict) -> None:
+        super().load_member_state(e, state)
+        if self.null_band is not None and (state.get("null_band") is not None
+                                           or state["epoch"] > 0):
+            self.null_band.load(e, state.get("null_band"))
 
     def new_summary(self, cfg) -> SparseParitySummary:
         return SparseParitySummary(steps_per_epoch=cfg.steps_per_epoch)

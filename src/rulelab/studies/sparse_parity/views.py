@@ -34,6 +34,8 @@ def _cells(runs: pd.DataFrame, by: list[str], table: pd.DataFrame, column: str,
 class SparseParityView(RunsView):
     title = "learned: eval accuracy ≥ 99% at an evaluation"
     rate_head = "learned [95% CI] (k/n)"
+    word = "learned"
+    replaces_rate_table = True  # the steps table (:mod:`.reproduce`) holds the same cells
     curves = (("eval", "acc", "C2", "eval"), ("train", "acc", "C0", "train (fixed set)"))
     losses = (("eval", "loss", "C3", "eval"),)
     short = {"n_bits": "n={}", "k": "k={}", "width": "M={}", "batch_size": "B={}"}
@@ -48,12 +50,12 @@ class SparseParityView(RunsView):
                  _cells(runs, by, table, "hidden_progress_step", False))]
 
     def notes(self, runs: pd.DataFrame, table: pd.DataFrame) -> list[str]:
-        from rulelab.studies.sparse_parity.analysis import fit_slope, slope_line
+        from rulelab.studies.sparse_parity.analysis import fit_slope
+        from rulelab.studies.sparse_parity.scaling import scaling_lines
 
         if "n_bits" not in runs.columns or runs["n_bits"].nunique() < 2:
             return []
-        fit = fit_slope(runs)
-        return [] if math.isnan(fit["slope"]) else [slope_line(fit)]
+        return [] if math.isnan(fit_slope(runs)["slope"]) else scaling_lines(runs)
 
     def figures(self, runs, metrics, analyses):
         from rulelab.studies.sparse_parity.figures import hidden_progress_figure, steps_vs_n_figure
@@ -62,6 +64,23 @@ class SparseParityView(RunsView):
                  "median and the fitted power law"),
                 (hidden_progress_figure(runs, metrics), "Support mass and Fourier gap rise "
                  "before the loss drops (one line per seed)")]
+
+    def scale(self, runs):
+        """``scale: n = 6, 8; k = 2; width 32; batch 32; lr 0.1; 200 epochs`` — the values
+        run, beside the paper's headline setting (n = 50, k = 3, width 1000, batch 32)."""
+        parts = []
+        for col, name in (("n_bits", "n = {}"), ("k", "k = {}"), ("width", "width {}"),
+                          ("batch_size", "batch {}"), ("lr", "lr {}"), ("epochs", "{} epochs")):
+            if col in runs.columns and runs[col].notna().any():
+                held = sorted(runs[col].dropna().unique())
+                parts.append(name.format(", ".join(f"{v:g}" for v in held)))
+        return ("scale: " + "; ".join(parts) + " — the paper's headline: n = 50, k = 3, width "
+                "1000, batch 32, lr 0.1") if parts else None
+
+    def results(self, runs, metrics):
+        from rulelab.studies.sparse_parity.reproduce import readings_html
+
+        return readings_html(runs, metrics) if "n_bits" in runs.columns else ""
 
     def chance(self, runs: pd.DataFrame):
         return 0.5, "chance"
