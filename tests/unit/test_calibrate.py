@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rulelab.analysis.calibration import MAX_FPR, NullCheck
-from rulelab.studies import study
+from rulelab.study_registry import study
 from rulelab.studies.shortcut_saturation.analysis.phase_null import (
     SINCE_PHASE1,
     onset_check,

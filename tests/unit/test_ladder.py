@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from rulelab.models.transformer import EnsembleTransformer
-from rulelab.studies import study
+from rulelab.study_registry import study
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.invariants import invariants, param_count
 from rulelab.sweep.recipe import load_recipe

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from rulelab.studies import study
+from rulelab.study_registry import study
 from rulelab.studies.coexistence.analysis.findings import (
     INCONCLUSIVE,
     NOT,

@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from rulelab.report.terminal import print_rate_table
-from rulelab.studies import study
+from rulelab.study_registry import study
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.paper import (
     NOT_STATED,

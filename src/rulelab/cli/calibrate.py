@@ -31,8 +31,8 @@ def calibrate_cmd(
     """Each detector's false-positive rate under its null, and its power, at a preset or lab."""
     from rulelab.analysis.calibration import MAX_FPR, calibrate
     from rulelab.report.terminal import console
-    from rulelab.studies import config_from_flat, studies
-    from rulelab.studies import study as find_study
+    from rulelab.study_registry import config_from_flat, studies
+    from rulelab.study_registry import study as find_study
 
     the_study = find_study(study)
     if not the_study.calibrations:

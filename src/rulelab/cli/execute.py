@@ -27,7 +27,7 @@ def as_keys(message: str) -> str:
 def check_recipe(recipe, settings) -> None:
     """The task's checks and the memory check of ``recipe``'s runs (one line each); a recipe
     file's problems name the file and its keys, a command line's its flags."""
-    from rulelab.studies import task
+    from rulelab.study_registry import task
     from rulelab.sweep.estimate import oversized
 
     configs = recipe.configs()

@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 
 from rulelab.store import Lab
 from rulelab.store.registry import STATUSES
-from rulelab.studies import tasks
+from rulelab.study_registry import tasks
 from rulelab.sweep.driver import active_sweep
 from rulelab.sweep.live import running_chunks
 

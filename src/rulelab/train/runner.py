@@ -20,7 +20,7 @@ import pandas as pd
 
 from rulelab.settings import Settings
 from rulelab.store import StoreError
-from rulelab.studies import task
+from rulelab.study_registry import task
 from rulelab.train.base import EnsembleTrainerBase
 from rulelab.train.groups import group_runs, plan_ensembles
 from rulelab.train.tracking import Tracker, track_epochs

@@ -48,7 +48,7 @@ def digits_sizes(noise: float, source: str = "sklearn", n_train: int = 0,
 
 
 def _defaults(task: str) -> dict:
-    from rulelab.studies import tasks
+    from rulelab.study_registry import tasks
 
     known = tasks()
     if task not in known:
