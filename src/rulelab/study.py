@@ -2,9 +2,9 @@
 (DESIGN §2 "superseded"; issue 9 "One study interface").
 
 A study is a package ``rulelab/studies/<name>/`` whose ``__init__`` defines ``STUDY``, a
-:class:`Study`; the registry (:mod:`rulelab.study_registry`) lists those packages, one line each. The
-engine (trainer loop, optimizers, store, planner, executors), the command line and the report
-look studies and tasks up there and name none of them.
+:class:`Study`; the registry (:mod:`rulelab.study_registry`) lists those packages, one line each.
+The engine (trainer loop, optimizers, store, planner, executors), the command line and the
+report look studies and tasks up there and name none of them.
 
 A study runs one or more tasks (:class:`Task`): a run config class and what trains, costs,
 tabulates and reports runs of that config. Heavy parts (trainers, which import torch;

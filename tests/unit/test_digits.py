@@ -13,9 +13,14 @@ from cli_inproc import run_main
 from rulelab.config import ConfigError, make_config
 from rulelab.settings import Settings
 from rulelab.store.lab import Lab
-from rulelab.studies.coexistence.digits import DigitsTrainer
 from rulelab.studies.coexistence.digits_config import DigitsRunConfig
-from rulelab.tasks.digits import corrupt_labels, load_mnist, make_digits, read_idx
+from rulelab.studies.coexistence.digits_task import (
+    corrupt_labels,
+    load_mnist,
+    make_digits,
+    read_idx,
+)
+from rulelab.studies.coexistence.digits_trainer import DigitsTrainer
 
 
 def _idx(path, array, gz=False):

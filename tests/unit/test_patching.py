@@ -14,7 +14,7 @@ from rulelab.studies.shortcut_saturation.analysis.patching import (
 )
 from rulelab.studies.shortcut_saturation.analysis.twins import aligned_twins
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
-from rulelab.tasks.mpsp import make_mpsp, shortcut_of
+from rulelab.studies.shortcut_saturation.task import make_mpsp, shortcut_of
 
 V, N, TOL = 16, 6, 2e-4
 

@@ -24,9 +24,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from rulelab.models.mlp import EnsembleMLP
 from rulelab.studies.coexistence.config import is_eval_step
-from rulelab.tasks.modular import modular_from_config
+from rulelab.studies.coexistence.mlp import EnsembleMLP
+from rulelab.studies.coexistence.modular_task import modular_from_config
 from rulelab.train.base import EnsembleTrainerBase
 
 # A run generalizes when its test accuracy at the final evaluation is at least this.

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from rulelab.tasks.mpsp import shortcut_of
+from rulelab.studies.shortcut_saturation.task import shortcut_of
 
 # (hook name, position or None for all positions, head or None for all heads). The hook's
 # activation must be laid out [E, batch, pos, ...]: hook_resid_*, hook_mlp_out, hook_attn_out,

@@ -1,6 +1,7 @@
 """Digits / MNIST learning order: an ensemble of 3-layer MLPs, full batch, AdamW (SPEC M.4.7).
 
-The model is :class:`rulelab.models.feedforward.EnsembleFeedForward` with two hidden layers of
+The model is :class:`rulelab.studies.coexistence.feedforward.EnsembleFeedForward` with two hidden
+layers of
 ``hidden`` units: ``x [E, B, D] → logits [E, B, 10]``.
 
 Metrics per evaluation, as study M's trainer (:mod:`.trainer`): ``train``,
@@ -24,10 +25,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from rulelab.models.feedforward import EnsembleFeedForward
 from rulelab.optim.factory import make_optimizer
+from rulelab.studies.coexistence.digits_task import N_CLASSES, digits_from_config
+from rulelab.studies.coexistence.feedforward import EnsembleFeedForward
 from rulelab.studies.coexistence.trainer import ModularSummary, masked_mean
-from rulelab.tasks.digits import N_CLASSES, digits_from_config
 from rulelab.train.base import EnsembleTrainerBase
 
 # A digits run "generalizes" when its final test accuracy is at least this (a 3-layer MLP on
