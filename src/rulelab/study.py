@@ -96,6 +96,9 @@ class Task:
     checkpoint_every: int = 500  # default of --checkpoint-every (epochs)
     trackers: Mapping[str, str] = field(default_factory=dict)  # name → "module:fn(trainer)"
     data: DataCommand | None = None
+    # config fields that name a path (e.g. a data folder): the command line refuses an empty
+    # one, which would silently mean the current directory (issue 22: declared, not listed)
+    path_fields: tuple[str, ...] = ()
 
     def trainer_class(self) -> type:
         return resolve(self.trainer)

@@ -65,6 +65,7 @@ DIGITS = Task(
     check=check_digits,
     shape_flags="--hidden/--n-train",
     checkpoint_every=100,
+    path_fields=("mnist_dir",),
 )
 
 STUDY = Study(
