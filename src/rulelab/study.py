@@ -99,6 +99,10 @@ class Task:
     # config fields that name a path (e.g. a data folder): the command line refuses an empty
     # one, which would silently mean the current directory (issue 22: declared, not listed)
     path_fields: tuple[str, ...] = ()
+    # "module:function" for `rulelab export tl` (issue 22): f(model: MemberModel) → the run's
+    # EnsembleTransformer and a batch of its inputs as tokens [B, n] (no CLS), or None where
+    # this run's network has no TransformerLens counterpart; None: the task's never has one
+    tl_export: str | None = None
 
     def trainer_class(self) -> type:
         return resolve(self.trainer)

@@ -18,8 +18,8 @@ from rulelab.errors import UserError
 
 
 def calibrate_cmd(
-    study: str = typer.Argument(..., help="the study whose detectors to check, e.g. "
-                                "shortcut-saturation"),
+    study: str = typer.Argument(..., help="the study whose detectors to check (as `rulelab "
+                                "reproduce --help` lists them)"),
     scale: str = typer.Option("quick", "--scale", help="the preset whose grid and seeds to "
                               "simulate at (a recipe name of the study)"),
     lab: Path | None = typer.Option(None, "--lab", help="simulate at the grid and seeds of "

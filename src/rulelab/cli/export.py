@@ -40,8 +40,9 @@ def tl_cmd(run_id: str = RunIdArg, lab: Path | None = LabOpt, out: Path | None =
         tl_config,
         tl_state_dict,
     )
-    from rulelab.models.transformer import EnsembleTransformer
     from rulelab.store import StoreError
+    from rulelab.study import resolve
+    from rulelab.study_registry import task
 
     if out is not None:
         out = check_out("--out", out, ".pt")
@@ -52,17 +53,20 @@ def tl_cmd(run_id: str = RunIdArg, lab: Path | None = LabOpt, out: Path | None =
         model = run_model(the_lab, run_id, epoch)  # a prefix is resolved to the full id
         run_id = model.run_id
         out = out or check_out("--out", Path(f"{run_id}-tl.pt"), ".pt")
-        if not isinstance(model.ensemble, EnsembleTransformer):
+        adapter = task(model.config.task).tl_export  # the study's declaration
+        found = resolve(adapter)(model) if adapter else None
+        if found is None:
             raise UserError(f"RUN_ID: run {run_id} is a {type(model.ensemble).__name__}; only "
                             "transformer runs (EnsembleTransformer) have a TransformerLens "
                             "counterpart")
+        net, x = found
         require_transformer_lens()
-        tl_model = build(tl_config(model.config), tl_state_dict(model.ensemble, 0))
-        x = model.data.val_x[:256]
+        tl_model = build(tl_config(net.cfg), tl_state_dict(net, model.member))
         with torch.no_grad():
-            diff = (tl_model(model.ensemble.add_cls(x.unsqueeze(0))[0])[:, 0] - model(x))
+            diff = (tl_model(net.add_cls(x.unsqueeze(0))[0])[:, 0]
+                    - net(x.unsqueeze(0).expand(net.n_members, -1, -1))[model.member])
         meta = {"run_id": run_id, "epoch": model.epoch, "lab": str(the_lab.root)}
-        export_file(model.ensemble, 0, out, meta)
+        export_file(net, model.member, out, meta)
     except StoreError as e:
         raise UserError(str(e)) from None
     finally:
@@ -70,7 +74,7 @@ def tl_cmd(run_id: str = RunIdArg, lab: Path | None = LabOpt, out: Path | None =
     print(f"wrote {out}: run {run_id} at epoch {model.epoch} as {type(tl_model).__name__}; "
           f"max |Δ logit| vs rulelab on {len(x)} val inputs: {diff.abs().max().item():.2e}")
     print(f"load it: from rulelab.models.tl_export import load_file; model = "
-          f"load_file({str(out)!r}) — feed tokens with CLS ({model.ensemble.cls_token}) first; "
+          f"load_file({str(out)!r}) — feed tokens with CLS ({net.cls_token}) first; "
           "logits at position 0")
 
 
