@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rulelab.models.transformer import EnsembleTransformer, TransformerShape
-from rulelab.optim.factory import make_optimizer
 from rulelab.studies.shortcut_saturation.data import stack_mpsp
 from rulelab.studies.shortcut_saturation.evaluate import evaluate
 from rulelab.studies.shortcut_saturation.summary import MemberSummary, is_legacy
@@ -27,10 +26,6 @@ class MPSPTrainer(EnsembleTrainerBase):
         return EnsembleTransformer(TransformerShape.of(self.cfg), self.n_members).init_weights(
             [c.seed for c in self.configs]
         )
-
-    def build_optimizer(self):
-        """AdamW with per-member lr, weight decay, betas, eps and warm-up (SPEC S.3)."""
-        return make_optimizer(self.configs, list(self.model.named_parameters()), self.n_members)
 
     def compute_metrics(self):
         return evaluate(self.model, self.data, self.options.eval_chunk)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import torch
 
-from rulelab.optim.factory import make_optimizer
 from rulelab.studies.sparse_parity.data import ParityEnsembleData, fresh_batch, stack_parity
 from rulelab.studies.sparse_parity.metrics import (
     characters,
@@ -48,9 +47,6 @@ class SparseParityTrainer(EnsembleTrainerBase):
         W1 = model.first_layer()
         self.w1_init = None if W1 is None else W1.detach().clone().to(self.device)
         return model
-
-    def build_optimizer(self):
-        return make_optimizer(self.configs, list(self.model.named_parameters()), self.n_members)
 
     def loss(self, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
         """``[E]`` per-member loss sums of this chunk divided by the batch size."""
