@@ -1,6 +1,6 @@
 """Running a recipe from the command line — the one path of ``train``, ``reproduce`` and
 ``sweep`` (issue 9): check everything, open the lab, hand the recipe to the driver
-(:func:`rulelab.sweep.driver.run`, the registry's one writer) with progress: a rich bar on a
+(:func:`rulelab.sweep.driver.run_sweep`, the registry's one writer) with progress: a rich bar on a
 terminal, else a plain line every ``$RULELAB_PROGRESS_SECONDS`` (default 30) seconds, so a run
 under nohup, a scheduler or CI logs where it is.
 
@@ -77,7 +77,7 @@ def execute(recipe, settings, lab: Path | None, *, command: str, executor=None,
     """Train ``recipe`` into ``lab`` (created if missing); returns (lab, driver result)."""
     from rulelab.cli.options import check_lab_path, open_lab
     from rulelab.store import StoreError
-    from rulelab.sweep.driver import run
+    from rulelab.sweep.driver import run_sweep
     from rulelab.sweep.executors import RayUnavailable
 
     progress = progress_for(settings, err_console)
@@ -93,7 +93,7 @@ def execute(recipe, settings, lab: Path | None, *, command: str, executor=None,
                           highlight=False, soft_wrap=True)  # one line in a log file too
 
     try:
-        result = run(recipe, the_lab, settings, executor, progress, command=command,
+        result = run_sweep(recipe, the_lab, settings, executor, progress, command=command,
                      interleave_seeds=interleave_seeds, on_start=header,
                      on_restart=lambda line: err_console.print(
                          f"warning: {line}", markup=False, highlight=False, soft_wrap=True))
