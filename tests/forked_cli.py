@@ -59,7 +59,7 @@ for line in sys.stdin:
 # what `rulelab sweep` imports lazily (torch first of all): imported by the server, up front
 SWEEP_MODULES = ("torch", "rulelab.cli.sweep", "rulelab.sweep", "rulelab.sweep.progress",
                  "rulelab.train.runner", "rulelab.studies.shortcut_saturation.trainer",
-                 "rulelab.tasks.mpsp")
+                 "rulelab.studies.shortcut_saturation.task")
 
 
 class ForkedCLI:

@@ -2,9 +2,9 @@
 (DESIGN §2 "superseded"; issue 9 "One study interface").
 
 A study is a package ``rulelab/studies/<name>/`` whose ``__init__`` defines ``STUDY``, a
-:class:`Study`; the registry (:mod:`rulelab.studies`) lists those packages, one line each. The
-engine (trainer loop, optimizers, store, planner, executors), the command line and the report
-look studies and tasks up there and name none of them.
+:class:`Study`; the registry (:mod:`rulelab.study_registry`) lists those packages, one line each.
+The engine (trainer loop, optimizers, store, planner, executors), the command line and the
+report look studies and tasks up there and name none of them.
 
 A study runs one or more tasks (:class:`Task`): a run config class and what trains, costs,
 tabulates and reports runs of that config. Heavy parts (trainers, which import torch;
@@ -96,6 +96,13 @@ class Task:
     checkpoint_every: int = 500  # default of --checkpoint-every (epochs)
     trackers: Mapping[str, str] = field(default_factory=dict)  # name → "module:fn(trainer)"
     data: DataCommand | None = None
+    # config fields that name a path (e.g. a data folder): the command line refuses an empty
+    # one, which would silently mean the current directory (issue 22: declared, not listed)
+    path_fields: tuple[str, ...] = ()
+    # "module:function" for `rulelab export tl` (issue 22): f(model: MemberModel) → the run's
+    # EnsembleTransformer and a batch of its inputs as tokens [B, n] (no CLS), or None where
+    # this run's network has no TransformerLens counterpart; None: the task's never has one
+    tl_export: str | None = None
 
     def trainer_class(self) -> type:
         return resolve(self.trainer)

@@ -157,7 +157,7 @@ def test_every_figure_renders_in_chromium(study, reports, browser, tmp_path):
     assert len(scale_lines) == len(set(scale_lines)) >= 1, scale_lines  # each scale once
     assert "rulelab report" not in title or study == "two-tasks", title
     if study != "two-tasks":
-        from rulelab.studies import study as find_study
+        from rulelab.study_registry import study as find_study
 
         assert title.startswith(find_study(study).title + " — "), title
     want_captions, want_headings = EXPECTED[study]

@@ -1,7 +1,7 @@
 """Sparse parity through the generic command line: ``train``, ``runs``, ``report``, ``sweep``
 and bad input, with nothing in the engine or the CLI naming the study (issue 9).
 
-Until the registry (:mod:`rulelab.studies`) lists ``rulelab.studies.sparse_parity``, the
+Until the registry (:mod:`rulelab.study_registry`) lists ``rulelab.studies.sparse_parity``, the
 ``registered`` fixture adds it for these tests (and rebuilds the cached command tree); once
 the line is there, the fixture changes nothing.
 """
@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-import rulelab.studies as registry
+import rulelab.study_registry as registry
 from cli_inproc import run_main
 
 PACKAGE = "rulelab.studies.sparse_parity"
@@ -169,3 +169,38 @@ def test_the_quick_recipe_plans_48_runs(registered, capsys, monkeypatch):
     r = run_main(["sweep", QUICK, "--dry-run"], capsys, monkeypatch)
     assert r.returncode == 0, r.stderr
     assert "sparse-parity-quick" in r.stdout and "48" in r.stdout
+
+
+def test_export_tl_takes_the_studys_adapter(registered, tmp_path, capsys, monkeypatch):
+    """Sparse parity declares its TransformerLens export (issue 22): a transformer run exports
+    (2 bit tokens + CLS, 2 logits whose difference is the run's f); an MLP run is refused."""
+    pytest.importorskip("transformer_lens")
+    import torch
+
+    from rulelab.api.run_model import run_model
+    from rulelab.models.tl_export import load_file
+    from rulelab.store import Lab
+
+    lab = tmp_path / "lab"
+    argv = ["--n-bits", "6", "--k", "2", "--epochs", "20", "--eval-every", "10", "--lab", lab]
+    for shape in (["--model", "transformer", "--d-model", "16", "--d-mlp", "16", "--heads", "2"],
+                  ["--model", "mlp", "--width", "16"]):
+        r = run_main(["train", "sparse_parity", *shape, *argv], capsys, monkeypatch)
+        assert r.returncode == 0, r.stderr
+    ids = {x["config"]["model"]: x["run_id"] for x in Lab(lab).runs_json()}
+    out = tmp_path / "t.pt"
+    r = run_main(["export", "tl", ids["transformer"], "--lab", lab, "--out", out], capsys,
+                 monkeypatch)
+    assert r.returncode == 0, r.stderr
+    assert float(r.stdout.rsplit("val inputs: ", 1)[1].split()[0]) < 1e-5
+    config = torch.load(out, weights_only=True)["config"]
+    assert (config["d_vocab"], config["d_vocab_out"], config["n_ctx"]) == (3, 2, 7)
+    ours = run_model(Lab(lab), ids["transformer"])
+    x = ours.data.eval_x[:64]  # ±1 bits; tokens 0/1 after CLS (id 2)
+    tokens = torch.cat([torch.full((64, 1), 2), (x > 0).long()], 1)
+    with torch.no_grad():
+        z = load_file(out)(tokens)[:, 0]  # [64, 2]
+        assert torch.allclose(z[:, 1] - z[:, 0], ours(x), atol=1e-5)
+    r = run_main(["export", "tl", ids["mlp"], "--lab", lab], capsys, monkeypatch)
+    assert r.returncode == 2 and "EnsembleParityMLP" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

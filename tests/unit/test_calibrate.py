@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from rulelab.analysis.calibration import MAX_FPR, NullCheck
-from rulelab.studies import study
 from rulelab.studies.shortcut_saturation.analysis.phase_null import (
     SINCE_PHASE1,
     onset_check,
@@ -27,6 +26,7 @@ from rulelab.studies.shortcut_saturation.claim_null import (
     shows,
 )
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+from rulelab.study_registry import study
 from rulelab.sweep.recipe import load_recipe
 
 S = study("shortcut-saturation")

@@ -127,7 +127,7 @@ def test_hints_name_real_install_commands():
 
 
 def test_analyze_help_groups_the_analyses_by_study():
-    from rulelab.studies import studies
+    from rulelab.study_registry import studies
 
     (analyze,) = [cmd for path, cmd in commands() if path == ("rulelab", "analyze")]
     text = " ".join(analyze.help.split())

@@ -8,11 +8,16 @@ function), so it needs nothing installed. It fails when
 2. two packages of one layer that must stay apart import each other's modules
    (``sweep`` / ``analysis``; one study / another);
 3. anything but a study itself imports a study's modules: the engine, the report and the
-   command line reach studies only through the registry, :mod:`rulelab.studies`, which names
-   its studies by string;
+   command line reach studies only through the registry, :mod:`rulelab.study_registry` (beside
+   :mod:`rulelab.study`, issue 22: before, it was ``rulelab/studies/__init__.py`` and train,
+   sweep, analysis and report imported up into ``studies/``), which names its studies by string;
 4. any set of modules imports each other in a circle (two modules importing each other is the
    shortest circle);
-5. a module imports a private name (``_x``) of another module.
+5. a module imports a private name (``_x``) of another module;
+6. generic code (anything outside ``rulelab/studies/<study>/`` but the registry) names a study
+   (issue 22): a study's package or study name in a string beyond two help-text examples, a
+   task name as a string, a class a study defines, a field only some studies' data or configs
+   carry (``data.val_x``, ``--mnist-dir``). Every study-specific module lives in its study.
 
 Before issue 9 the tree broke 1 (train ↔ analysis, analysis → train → sweep), 3 (the runner,
 the planner's estimate, the recipe loader, stats and the report named study S or M), 4
@@ -33,7 +38,8 @@ ROOT = SRC / "rulelab"
 # Lowest first. A module may import modules of its own layer and of lower ones.
 LAYERS = [
     ("foundation", ("rulelab.errors", "rulelab.config", "rulelab.settings", "rulelab.grid",
-                    "rulelab.study", "rulelab.studies=")),  # "=": that module only (registry)
+                    "rulelab.study", "rulelab.study_registry",
+                    "rulelab.studies=")),  # "=": that module only (re-exports the registry)
     ("data, models, optimizers, store", ("rulelab.tasks", "rulelab.models", "rulelab.optim",
                                          "rulelab.store", "rulelab.hardware")),
     ("train", ("rulelab.train",)),
@@ -124,6 +130,8 @@ def test_every_module_has_a_layer():
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_respect_the_layers(module):
     mine, own_study = layer_of(module), study_of(module)
+    if module in COMPAT:  # re-exports a moved module (test_compatibility_modules_only_re_export)
+        return
     for target, _, line in imports(module):
         where = f"{MODULES[module].relative_to(SRC)}:{line} imports {target}"
         assert layer_of(target) <= mine, (
@@ -131,7 +139,10 @@ def test_imports_respect_the_layers(module):
         target_study = study_of(target)
         assert target_study is None or target_study == own_study, (
             f"{where}: only {target_study} itself imports its modules; others look it up in "
-            "the registry, rulelab.studies")
+            "the registry, rulelab.study_registry")
+        assert target != "rulelab.studies" or own_study, (
+            f"{where}: the registry is rulelab.study_registry (rulelab.studies only re-exports "
+            "it for old imports)")
         for a, b in APART:
             for x, y in ((a, b), (b, a)):
                 inside = module == x or module.startswith(x + ".")
@@ -180,6 +191,125 @@ def test_no_private_names_of_other_modules(module):
         if private and target != module and (module, target) not in PRIVATE_ALLOWED:
             raise AssertionError(f"{MODULES[module].relative_to(SRC)}:{line} imports private "
                                  f"{private} of {target}")
+
+
+# The registry names every study; compatibility modules re-export a module that moved into a
+# study (``rulelab.tasks.mpsp`` → ``rulelab.studies.shortcut_saturation.task``) and hold nothing
+# else (checked below).
+REGISTRY = "rulelab.study_registry"
+COMPAT = {"rulelab.studies", "rulelab.tasks.mpsp", "rulelab.tasks.modular",
+          "rulelab.tasks.digits", "rulelab.models.mlp", "rulelab.models.feedforward"}
+HELP_EXAMPLES = 2  # study names allowed in generic help texts (e.g. "shortcut-saturation/paper")
+
+
+def _trees() -> dict[str, ast.Module]:
+    return {m: ast.parse(p.read_text(), str(p)) for m, p in MODULES.items()}
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, kinds) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+
+
+def _fields(cls: ast.ClassDef) -> set[str]:
+    return {b.target.id for b in cls.body
+            if isinstance(b, ast.AnnAssign) and isinstance(b.target, ast.Name)}
+
+
+def study_words(trees: dict[str, ast.Module]) -> dict[str, set[str]]:
+    """What names a study, read from the study packages: ``names`` (packages and study names,
+    both spellings), ``tasks`` (``Task(name=…)``), ``classes`` (top-level classes a study
+    defines and generic code does not), ``data`` and ``flags`` (fields of a study's ``*Data``
+    and ``*RunConfig`` classes that not every study's carry: read as attributes, or as flags)."""
+    names, tasks, classes, generic_classes = set(), set(), set(), set()
+    fields: dict[str, dict[str, set[str]]] = {}  # "Data"/"RunConfig" → study → fields
+    for module, tree in trees.items():
+        own = study_of(module)
+        if own is None:
+            generic_classes |= {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+            continue
+        names |= {own.rpartition(".")[2], own.rpartition(".")[2].replace("_", "-")}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("Task", "Study"):
+                for kw in node.keywords:
+                    if kw.arg == "name" and isinstance(kw.value, ast.Constant):
+                        (tasks if node.func.id == "Task" else names).add(kw.value.value)
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                classes.add(node.name)
+                for kind in ("Data", "RunConfig"):
+                    if node.name.endswith(kind):
+                        fields.setdefault(kind, {}).setdefault(own, set()).update(_fields(node))
+    partial = {}
+    for kind, per_study in fields.items():
+        partial[kind] = set.union(*per_study.values()) - set.intersection(*per_study.values())
+    return {"names": names, "tasks": tasks, "classes": classes - generic_classes,
+            "data": partial["Data"], "flags": partial["RunConfig"]}
+
+
+def study_mentions(module: str, tree: ast.Module, words: dict[str, set[str]]):
+    """``(line, what)`` for each place ``module`` names a study; help-text examples (a study
+    name inside a longer string) are marked ``"example"``."""
+    docs, out = _docstrings(tree), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in words["classes"] or \
+                isinstance(node, ast.Attribute) and node.attr in words["data"] | words["classes"]:
+            out.append((node.lineno, f"{getattr(node, 'id', getattr(node, 'attr', ''))} "
+                                     "(a study's own)"))
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) \
+                or id(node) in docs:
+            continue
+        text = node.value
+        if text in words["tasks"] or text in words["names"]:
+            out.append((node.lineno, f"{text!r} (a study's or task's name)"))
+        elif text.startswith("--") and text[2:].replace("-", "_") in words["flags"]:
+            out.append((node.lineno, f"{text} (a study's flag)"))
+        elif any(n in text for n in words["names"]):
+            out.append((node.lineno, "example"))
+    return out
+
+
+def test_generic_code_names_no_study():
+    trees = _trees()
+    words = study_words(trees)
+    found, examples = [], []
+    for module, tree in sorted(trees.items()):
+        if study_of(module) or module in COMPAT or module == REGISTRY:
+            continue
+        for line, what in study_mentions(module, tree, words):
+            where = f"{MODULES[module].relative_to(SRC)}:{line}"
+            (examples if what == "example" else found).append(f"{where}: {what}")
+    assert not found, "generic code names a study; move it into the study's folder or let " \
+        "the study declare it:\n" + "\n".join(found)
+    assert len(examples) <= HELP_EXAMPLES, (
+        f"more than {HELP_EXAMPLES} help-text examples name a study:\n" + "\n".join(examples))
+
+
+def test_compatibility_modules_only_re_export():
+    """A compatibility module is a docstring and imports from where its code went."""
+    trees = _trees()
+    for module in COMPAT:
+        body = trees[module].body
+        rest = [n for n in body[1:] if not isinstance(n, (ast.Import, ast.ImportFrom))]
+        assert not rest, f"{module} holds code beyond re-exports (line {rest[0].lineno})"
+        sources = {t for t, _, _ in imports(module)}
+        assert len(sources) == 1, f"{module} re-exports {sources}, not one moved module"
+
+
+def test_study_words_catch_a_study_name_in_generic_code():
+    """Oracle: a generic module written the pre-issue-22 way fails the check."""
+    trees = _trees()
+    words = study_words(trees)
+    assert {"mpsp", "modular", "digits", "sparse_parity"} <= words["tasks"]
+    assert {"shortcut-saturation", "coexistence", "sparse_parity"} <= words["names"]
+    assert "val_x" in words["data"] and "mnist_dir" in words["flags"]
+    assert "train_x" not in words["data"]  # every study's data carries it: generic
+    bad = ast.parse('PATH_FLAGS = ("--lab", "--mnist-dir")\nx = data.val_x\n'
+                    'if cfg.task == "mpsp": pass\nHELP = "e.g. shortcut-saturation/paper"\n')
+    what = sorted(w for _, w in study_mentions("rulelab.cli.x", bad, words))
+    assert what == ["'mpsp' (a study's or task's name)", "--mnist-dir (a study's flag)",
+                    "example", "val_x (a study's own)"], what
 
 
 def test_the_contract_catches_what_it_forbids():

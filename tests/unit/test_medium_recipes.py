@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from rulelab.studies import study
+from rulelab.study_registry import study
 from rulelab.sweep.driver import make_plan
 from rulelab.sweep.estimate import speed
 from rulelab.sweep.recipe import load_recipe

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from rulelab.errors import UserError
-from rulelab.models.feedforward import EnsembleFeedForward
 from rulelab.models.member import MemberModel, member_data
 from rulelab.models.transformer import EnsembleTransformer
+from rulelab.studies.coexistence.feedforward import EnsembleFeedForward
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.data import stack_mpsp
 

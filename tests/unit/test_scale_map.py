@@ -26,9 +26,9 @@ from rulelab.report.scale_map import (
     write_scale_map,
 )
 from rulelab.store import Lab
-from rulelab.studies import study
 from rulelab.studies.coexistence.config import ModularRunConfig
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+from rulelab.study_registry import study
 
 S = study("shortcut-saturation")
 M = study("coexistence")

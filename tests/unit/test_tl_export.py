@@ -133,7 +133,7 @@ def test_rulelab_works_without_transformer_lens(tmp_path):
 
 
 def test_only_transformers_export():
-    from rulelab.models.mlp import EnsembleMLP
+    from rulelab.studies.coexistence.mlp import EnsembleMLP
 
     with pytest.raises(UserError, match=r"only transformers \(EnsembleTransformer\)"):
         MemberModel(EnsembleMLP(1, 7, 4).init_weights([0])).to_transformer_lens()

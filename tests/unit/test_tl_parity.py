@@ -161,7 +161,7 @@ def test_run_with_hooks_zero_ablation_matches_tl(pair):
 
 
 def test_tl_face_needs_a_transformer():
-    from rulelab.models.mlp import EnsembleMLP
+    from rulelab.studies.coexistence.mlp import EnsembleMLP
 
     mlp = MemberModel(EnsembleMLP(1, 7, 4).init_weights([0]))
     with pytest.raises(UserError, match=r"only transformers"):

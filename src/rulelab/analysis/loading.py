@@ -13,7 +13,7 @@ import torch
 
 from rulelab.settings import Settings
 from rulelab.store import Lab, StoreError
-from rulelab.studies import config_from_flat
+from rulelab.study_registry import config_from_flat
 from rulelab.train.base import EnsembleTrainerBase
 from rulelab.train.groups import plan_ensembles
 from rulelab.train.runner import trainer_class

@@ -52,9 +52,9 @@ def wilson_arrays(k, n, z: float = Z95) -> tuple[np.ndarray, np.ndarray]:
 
 def config_columns(runs: pd.DataFrame) -> list[str]:
     """Columns of ``runs`` that define a configuration: the config fields of its tasks (its
-    ``task`` column; without one, of every registered task, :mod:`rulelab.studies`), but the
+    ``task`` column; without one, of every registered task, :mod:`rulelab.study_registry`), but the
     seed and the task name — ids, statuses, code versions and summaries are not config fields."""
-    from rulelab.studies import tasks
+    from rulelab.study_registry import tasks
 
     known = tasks()
     names = runs["task"].dropna().unique() if "task" in runs.columns else ()

@@ -19,8 +19,8 @@ import pandas as pd
 from rulelab.api.find_runs import resolve_runs
 from rulelab.errors import UserError
 from rulelab.store import Lab, StoreError
-from rulelab.studies import studies
 from rulelab.study import Analysis, resolve
+from rulelab.study_registry import studies
 
 
 class RecordingLab:

@@ -15,7 +15,7 @@ from rulelab.errors import UserError
 from rulelab.models.member import MemberModel
 from rulelab.store import Lab
 from rulelab.store.checkpoints import checkpoint_path
-from rulelab.studies import config_from_flat
+from rulelab.study_registry import config_from_flat
 
 
 def run_model(lab: Lab, run_id: str, epoch: int | None = None,

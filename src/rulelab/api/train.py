@@ -58,7 +58,7 @@ def train(task: str | None = None, recipe: str | Path | None = None, *,
 def _from_config(task, lab, config: dict):
     """The recipe of ``rulelab train TASK`` with these keywords as its flags."""
     from rulelab.cli.train import defaults, execution_options, train_recipe
-    from rulelab.studies import tasks
+    from rulelab.study_registry import tasks
 
     spec = tasks().get(task) if isinstance(task, str) else None
     if spec is None:

@@ -18,7 +18,7 @@ from rulelab.cli.show import show_cmd
 from rulelab.cli.sweep import sweep_cmd
 from rulelab.cli.train import data_command, train_command
 from rulelab.cli.verify import verify_cmd
-from rulelab.studies import studies
+from rulelab.study_registry import studies
 
 
 @functools.cache

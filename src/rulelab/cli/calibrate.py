@@ -18,8 +18,8 @@ from rulelab.errors import UserError
 
 
 def calibrate_cmd(
-    study: str = typer.Argument(..., help="the study whose detectors to check, e.g. "
-                                "shortcut-saturation"),
+    study: str = typer.Argument(..., help="the study whose detectors to check (as `rulelab "
+                                "reproduce --help` lists them)"),
     scale: str = typer.Option("quick", "--scale", help="the preset whose grid and seeds to "
                               "simulate at (a recipe name of the study)"),
     lab: Path | None = typer.Option(None, "--lab", help="simulate at the grid and seeds of "
@@ -31,8 +31,8 @@ def calibrate_cmd(
     """Each detector's false-positive rate under its null, and its power, at a preset or lab."""
     from rulelab.analysis.calibration import MAX_FPR, calibrate
     from rulelab.report.terminal import console
-    from rulelab.studies import config_from_flat, studies
-    from rulelab.studies import study as find_study
+    from rulelab.study_registry import config_from_flat, studies
+    from rulelab.study_registry import study as find_study
 
     the_study = find_study(study)
     if not the_study.calibrations:

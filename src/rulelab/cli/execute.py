@@ -1,6 +1,6 @@
 """Running a recipe from the command line — the one path of ``train``, ``reproduce`` and
 ``sweep`` (issue 9): check everything, open the lab, hand the recipe to the driver
-(:func:`rulelab.sweep.driver.run`, the registry's one writer) with progress: a rich bar on a
+(:func:`rulelab.sweep.driver.run_sweep`, the registry's one writer) with progress: a rich bar on a
 terminal, else a plain line every ``$RULELAB_PROGRESS_SECONDS`` (default 30) seconds, so a run
 under nohup, a scheduler or CI logs where it is.
 
@@ -29,7 +29,7 @@ def as_keys(message: str) -> str:
 def check_recipe(recipe, settings) -> None:
     """The task's checks and the memory check of ``recipe``'s runs (one line each); a recipe
     file's problems name the file and its keys, a command line's its flags."""
-    from rulelab.studies import task
+    from rulelab.study_registry import task
     from rulelab.sweep.estimate import oversized
 
     configs = recipe.configs()
@@ -79,7 +79,7 @@ def execute(recipe, settings, lab: Path | None, *, command: str, executor=None,
     """Train ``recipe`` into ``lab`` (created if missing); returns (lab, driver result)."""
     from rulelab.cli.options import check_lab_path, open_lab
     from rulelab.store import StoreError
-    from rulelab.sweep.driver import run
+    from rulelab.sweep.driver import run_sweep
     from rulelab.sweep.executors import RayUnavailable
 
     progress = progress_for(settings, err_console)
@@ -97,7 +97,7 @@ def execute(recipe, settings, lab: Path | None, *, command: str, executor=None,
                               soft_wrap=True)  # one line in a log file too
 
     try:
-        result = run(recipe, the_lab, settings, executor, progress, command=command,
+        result = run_sweep(recipe, the_lab, settings, executor, progress, command=command,
                      interleave_seeds=interleave_seeds, on_start=header,
                      on_restart=lambda line: err_console.print(
                          f"warning: {line}", markup=False, highlight=False, soft_wrap=True))
@@ -136,7 +136,7 @@ def estimate_lines(plan, settings) -> list[str]:
 
 def study_of(task_name: str):
     """The registered study that declares task ``task_name``."""
-    from rulelab.studies import studies
+    from rulelab.study_registry import studies
 
     return next(s for s in studies() if task_name in {t.name for t in s.tasks})
 

@@ -68,13 +68,13 @@ def tl_cmd(run_id: str | None = RunIdArg, lab: Path | None = LabOpt,
         outs = {r: (out if out is not None and not where_expr else
                     check_out("--out", (folder or Path()) / f"{r}-tl.pt", ".pt")) for r in ids}
         models = [tl_model_of(the_lab, r, epoch) for r in ids]  # all checked before writing
-        for model, tl, diff in models:
-            write(the_lab, model, tl, diff, outs[model.run_id])
+        for model, net, tl, diff in models:
+            write(the_lab, model, net, tl, diff, outs[model.run_id])
     except StoreError as e:
         raise UserError(str(e)) from None
     finally:
         print_warnings(the_lab)
-    cls, many = models[0][0].ensemble.cls_token, " (each file alike)" if len(ids) > 1 else ""
+    cls, many = models[0][1].cls_token, " (each file alike)" if len(ids) > 1 else ""
     print(f"load it{many}: from rulelab.models.tl_export import load_file; model = load_file("
           f"{str(outs[ids[0]])!r}) — feed tokens with CLS ({cls}) first (rulelab's "
           "model.to_tokens(x) adds it); logits at position 0")
@@ -101,33 +101,38 @@ def check_epoch(lab, run_ids: list[str], epoch: int | None) -> None:
 
 
 def tl_model_of(lab, run_id: str, epoch: int | None):
-    """``(rulelab model, TransformerLens model, max |Δ logit| on 256 val inputs)``."""
+    """``(rulelab model, its transformer, TransformerLens model, (max |Δ logit|, inputs))``:
+    the run's study declares how its transformer and inputs are found (``Task.tl_export``)."""
     import torch
 
     from rulelab.api.run_model import run_model
     from rulelab.models.tl_export import build, require_transformer_lens, tl_config, tl_state_dict
-    from rulelab.models.transformer import EnsembleTransformer
+    from rulelab.study import resolve
+    from rulelab.study_registry import task
 
     model = run_model(lab, run_id, epoch)
-    if not isinstance(model.ensemble, EnsembleTransformer):
+    adapter = task(model.config.task).tl_export  # the study's declaration
+    found = resolve(adapter)(model) if adapter else None
+    if found is None:
         raise UserError(f"RUN_ID: run {run_id} is a {type(model.ensemble).__name__}; only "
                         "transformer runs (EnsembleTransformer) have a TransformerLens "
                         "counterpart")
+    net, x = found
     require_transformer_lens()
-    tl = build(tl_config(model.config), tl_state_dict(model.ensemble, 0))
-    x = model.data.val_x[:256]
+    tl = build(tl_config(net.cfg), tl_state_dict(net, model.member))
     with torch.no_grad():
-        diff = (tl(model.ensemble.add_cls(x.unsqueeze(0))[0])[:, 0] - model(x)).abs().max()
-    return model, tl, (float(diff), len(x))
+        diff = (tl(net.add_cls(x.unsqueeze(0))[0])[:, 0]
+                - net(x.unsqueeze(0).expand(net.n_members, -1, -1))[model.member])
+    return model, net, tl, (float(diff.abs().max()), len(x))
 
 
-def write(lab, model, tl, diff: tuple[float, int], out: Path) -> None:
+def write(lab, model, net, tl, diff: tuple[float, int], out: Path) -> None:
     from rulelab.models.tl_export import export_file
 
     meta = {"run_id": model.run_id, "epoch": model.epoch, "lab": str(lab.root)}
-    export_file(model.ensemble, 0, out, meta)
+    export_file(net, model.member, out, meta)
     print(f"wrote {out}: run {model.run_id} at epoch {model.epoch} as {type(tl).__name__}; "
-          f"max |Δ logit| vs rulelab on {diff[1]} val inputs: {diff[0]:.2e}")
+          f"max |Δ logit| vs rulelab on {diff[1]} inputs: {diff[0]:.2e}")
 
 
 def export_app() -> typer.Typer:

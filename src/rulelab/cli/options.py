@@ -24,7 +24,7 @@ EpochsOpt = typer.Option("final", "--epochs",
 DEVICE_HELP = "cpu, cuda, cuda:N or mps: one torch can use on this machine"
 QUIET_HELP = ("no progress output (a bar on a terminal; else a line every "
               "$RULELAB_PROGRESS_SECONDS, default 30 s)")
-PATH_FLAGS = ("--lab", "--out", "--mnist-dir")
+PATH_FLAGS = ("--lab", "--out")  # and each task's path fields (Task.path_fields)
 EXPERIMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}")  # as recipe names
 DEVICE = re.compile(r"cpu|cuda(:\d+)?|mps")
 
@@ -99,12 +99,20 @@ def check_track(track: str, every: str, trackers, task: str) -> tuple[str, ...]:
     return names
 
 
+def path_flags() -> tuple[str, ...]:
+    """``--lab``, ``--out`` and the flags of the path fields every task declares."""
+    from rulelab.study_registry import tasks
+
+    return (*PATH_FLAGS, *(t.config.flag(f) for t in tasks().values() for f in t.path_fields))
+
+
 def check_path_flags(argv: list[str]) -> None:
     """An empty path would silently mean the current directory (``Path("") == Path(".")``)."""
+    flags = path_flags()
     for i, tok in enumerate(argv):
         flag, eq, value = tok.partition("=")
         given = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
-        if flag in PATH_FLAGS and given == "":
+        if flag in flags and given == "":
             raise UserError(f"{flag} must be a path; it was given an empty string")
 
 

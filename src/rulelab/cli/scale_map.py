@@ -37,8 +37,8 @@ def scale_map_cmd(
     )
     from rulelab.report.terminal import console
     from rulelab.store import StoreError
-    from rulelab.studies import studies
-    from rulelab.studies import study as find_study
+    from rulelab.study_registry import studies
+    from rulelab.study_registry import study as find_study
 
     the_study = find_study(study)
     if not the_study.claims:

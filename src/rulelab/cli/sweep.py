@@ -21,7 +21,7 @@ def recipe_path(recipe: Path) -> Path:
     """``recipe`` itself, or a registered study's recipe named ``STUDY/SCALE``."""
     if recipe.exists() or len(recipe.parts) != 2 or recipe.suffix:
         return recipe
-    from rulelab.studies import studies
+    from rulelab.study_registry import studies
 
     for s in studies():
         if s.name == recipe.parts[0] and recipe.parts[1] in s.scales():

@@ -1,6 +1,6 @@
 """Run configs: the shared machinery (:mod:`rulelab.config.base`); each study declares its
 own config classes in its package (``rulelab/studies/<name>/config.py``), and
-:func:`rulelab.studies.config_from_flat` rebuilds any stored config."""
+:func:`rulelab.study_registry.config_from_flat` rebuilds any stored config."""
 
 from rulelab.config.base import ConfigError, RunConfig, flag_name, make_config, stable_hash
 

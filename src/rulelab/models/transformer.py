@@ -1,4 +1,5 @@
-"""The ensemble transformer classifier of study S (SPEC S.2, DESIGN §1).
+"""The ensemble transformer classifier (SPEC S.2, DESIGN §1), shaped by a
+:class:`TransformerShape` (study S's MPSP runs; sparse parity's bit-token runs).
 
 A CLS token (id ``V``) is prepended to each sequence; attention is bidirectional; blocks are
 pre-LayerNorm (or no LayerNorm); the final LayerNorm'd CLS residual is unembedded to ``k``
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
@@ -22,19 +24,41 @@ from rulelab.models.hooks import HookedEnsemble, HookPoint
 FAST_ATTENTION_ENGINE = 2  # the first engine version that runs forward_fast (issue 25)
 
 
+@dataclass(frozen=True)
+class TransformerShape:
+    """What fixes a transformer's parameters: its shape, not a study's config (issue 22)."""
+
+    layers: int  # blocks
+    heads: int  # attention heads per block
+    d_model: int  # residual stream width
+    d_mlp: int  # MLP width; 0: attention only
+    act: str  # MLP activation: relu or gelu
+    ln: bool  # pre-LayerNorm blocks and a final LayerNorm
+    vocab: int  # V input tokens 0..V−1; the CLS token is id V
+    seq_len: int  # n input positions (after CLS)
+    label_mod: int  # k classes: logits read at CLS
+
+    @classmethod
+    def of(cls, cfg) -> TransformerShape:
+        """The shape fields of any config that carries them (e.g. study S's run config)."""
+        return cfg if isinstance(cfg, cls) else cls(**{f.name: getattr(cfg, f.name)
+                                                       for f in fields(cls)})
+
+
 class EnsembleTransformer(HookedEnsemble):
     """``E`` independent transformers sharing one shape. Input ``[E, B, n]`` → logits ``[E, B, k]``.
 
-    ``cfg`` is any object with the shape fields of :class:`rulelab.config.MPSPRunConfig`
-    (``layers, heads, d_model, d_mlp, act, ln, vocab, seq_len, label_mod``). ``engine`` is
-    the engine version whose numerics the forward computes (the trainer sets it to
+    ``shape`` is a :class:`TransformerShape` (or any object with its fields, read through
+    :meth:`TransformerShape.of`); ``self.cfg`` holds the shape. ``engine`` is the engine
+    version whose numerics the forward computes (the trainer sets it to
     :data:`rulelab.store.version.ENGINE_VERSION`).
     """
 
     engine = 1
 
-    def __init__(self, cfg, n_members: int) -> None:
+    def __init__(self, shape: TransformerShape, n_members: int) -> None:
         super().__init__()
+        cfg = TransformerShape.of(shape)
         E, d = n_members, cfg.d_model
         self.cfg, self.n_members = cfg, n_members
         self.cls_token = cfg.vocab

@@ -152,7 +152,7 @@ def results_html(study, runs: pd.DataFrame, metrics: pd.DataFrame, *, lab=None,
 def lab_configs(lab, study, ids=None) -> list:
     """The run configs of ``study``'s tasks in ``lab`` (the grid its nulls are simulated at),
     of the runs ``ids`` only where given."""
-    from rulelab.studies import config_from_flat
+    from rulelab.study_registry import config_from_flat
 
     names = {t.name for t in study.tasks}
     return [config_from_flat(r["config"]) for r in lab.runs_json()
@@ -166,7 +166,7 @@ def write_lab_report(out, lab, runs: pd.DataFrame, metrics: pd.DataFrame,
     its grid and seeds) before the generic sections of :func:`rulelab.report.html.write_report`."""
     from rulelab.report.html import by_task, write_report
     from rulelab.report.views import view_of
-    from rulelab.studies import study_of
+    from rulelab.study_registry import study_of
 
     name = Path(lab.root).name
     by_study: dict[str, tuple] = {}

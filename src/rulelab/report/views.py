@@ -114,7 +114,7 @@ DEFAULT = RunsView()
 
 def view_of(runs: pd.DataFrame) -> RunsView:
     """The view of the task of ``runs`` (its ``task`` column; one task), else the default."""
-    from rulelab.studies import tasks
+    from rulelab.study_registry import tasks
 
     names = runs["task"].dropna().unique() if "task" in runs.columns else []
     if len(names) == 1 and names[0] in tasks():

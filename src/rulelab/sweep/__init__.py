@@ -12,7 +12,7 @@ run path of ``rulelab train``, ``reproduce`` and ``sweep``.
 
 from rulelab.settings import Settings
 from rulelab.sweep.chunk import ChunkSpec, RunOutcome, run_chunk
-from rulelab.sweep.driver import SweepResult, make_plan, run, run_sweep
+from rulelab.sweep.driver import SweepResult, make_plan, run_sweep
 from rulelab.sweep.executors import LocalExecutor, RayExecutor
 from rulelab.sweep.recipe import Recipe, RecipeError, load_recipe, recipe_from_flags
 
@@ -21,3 +21,4 @@ __all__ = [
     "Settings", "SweepResult", "load_recipe", "make_plan", "recipe_from_flags", "run",
     "run_chunk", "run_sweep",
 ]
+run = run_sweep  # the name before issue 22, kept for code that imported it

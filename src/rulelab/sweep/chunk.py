@@ -25,7 +25,7 @@ from pathlib import Path
 from rulelab.settings import Settings
 from rulelab.store import StoreError, checkpoints, metrics, tables
 from rulelab.store.lab import Lab
-from rulelab.studies import config_from_flat
+from rulelab.study_registry import config_from_flat
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,7 @@ def chunk_specs(plan: Plan, lab: Lab, settings: Settings) -> list[ChunkSpec]:
             for c in plan.chunks]
 
 
-def run(recipe: Recipe, lab: Lab, settings: Settings, executor=None, progress=None, *,
+def run_sweep(recipe: Recipe, lab: Lab, settings: Settings, executor=None, progress=None, *,
         command: str = "sweep", interleave_seeds: bool = True,
         on_start: Callable[[Plan], None] | None = None,
         on_restart: Callable[[str], None] | None = None) -> SweepResult:
@@ -164,8 +164,6 @@ def _warn(line: str) -> None:
     warnings.warn(line, stacklevel=3)
 
 
-run_sweep = run  # the name the sweep tests and notebooks use
-
 
 @dataclass(frozen=True)
 class RunList:
@@ -188,7 +186,7 @@ def run_configs(configs, lab: Lab, *, experiment: str, settings: Settings | None
     """:func:`run` for a list of configs, packed in the order given (as ``rulelab train``)."""
     kwargs.setdefault("command", "train")
     kwargs.setdefault("interleave_seeds", False)
-    return run(RunList(tuple(configs), experiment), lab, settings or Settings(), **kwargs)
+    return run_sweep(RunList(tuple(configs), experiment), lab, settings or Settings(), **kwargs)
 
 
 class _Events:

@@ -68,7 +68,7 @@ class RunCost:
 
 def run_cost(cfg, micro_batch: int = 512, eval_chunk: int = 2048) -> RunCost:
     """The cost of one run, by its task's cost model (declared by its study: ``Task.cost``)."""
-    from rulelab.studies import task
+    from rulelab.study_registry import task
 
     return task(cfg.task).cost(cfg, micro_batch, eval_chunk)
 
@@ -121,7 +121,7 @@ def oversized(configs, device: str, micro_batch: int = 512, eval_chunk: int = 20
         seen.add(key)
         need = run_cost(c, micro_batch, eval_chunk).member_bytes
         if need > available:
-            from rulelab.studies import task
+            from rulelab.study_registry import task
 
             flags = task(c.task).shape_flags
             return (f"{flags}: one run of {c.label()} needs about {human_bytes(need)} "

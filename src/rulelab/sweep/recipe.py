@@ -14,7 +14,7 @@ A recipe is a base config, grid axes and seeds::
 
 ``grid`` may also be a list of such maps: the union of their products (e.g. one sub-grid per
 label modulus, each with the ratios around its own chance level). Keys are checked against the
-task's config class (the study registry, :mod:`rulelab.studies`); every run is built and
+task's config class (the study registry, :mod:`rulelab.study_registry`); every run is built and
 validated on load, so a bad recipe fails before anything is written, with one line
 ``file:line: key: message``. ``execution`` is a :class:`rulelab.settings.Settings`; a recipe made
 from ``rulelab train`` flags (:func:`recipe_from_flags`) is the same object without a file.
@@ -34,7 +34,7 @@ from pydantic import BaseModel, ValidationError
 
 from rulelab.grid import MAX_RUNS, cells, expand, seed_range_problem
 from rulelab.settings import Settings
-from rulelab.studies import tasks
+from rulelab.study_registry import tasks
 from rulelab.sweep.overrides import Override, OverrideLines, apply_overrides
 from rulelab.sweep.yaml_lines import (
     MAX_BYTES,

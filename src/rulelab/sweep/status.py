@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from rulelab.store import Lab
 from rulelab.store.lock import lock_holder
 from rulelab.store.registry import STATUSES
-from rulelab.studies import tasks
+from rulelab.study_registry import tasks
 from rulelab.sweep.driver import active_sweep
 from rulelab.sweep.live import running_chunks
 

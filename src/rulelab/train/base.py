@@ -9,9 +9,10 @@ gradients accumulate into the same full-batch gradient: the per-step working set
 cache-sized, and a member sums its gradient in the same order whatever ensemble it sits in, so
 it equals the same run trained alone bitwise.
 
-Subclasses supply the task: ``build_data``, ``build_model``, ``build_optimizer``,
-``compute_metrics``, ``new_summary`` (each study's ``trainer`` module, e.g. in
-``rulelab/studies/shortcut_saturation/``). Execution settings: :class:`rulelab.settings.Settings`.
+Subclasses supply the task: ``build_data``, ``build_model``, ``compute_metrics``,
+``new_summary`` (each study's ``trainer`` module, in ``rulelab/studies/<study>/``); the
+optimizer is the config's, built here for every study. Execution settings:
+:class:`rulelab.settings.Settings`.
 
 Speed without moving a number (DESIGN §6, issue 13): the first trainer keeps glibc's heap
 (:mod:`rulelab.train.allocator`), so activations are not page-faulted in afresh every
@@ -28,11 +29,11 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from rulelab.settings import Settings
 from rulelab.store.version import ENGINE_VERSION, engine_of
 from rulelab.train.allocator import keep_heap
+from rulelab.train.per_example import cross_entropy
 
 MetricRow = tuple[int, str, str, float]  # (epoch, split, metric, value)
 
@@ -77,9 +78,14 @@ class EnsembleTrainerBase(ABC):
     def build_model(self) -> torch.nn.Module:
         """The ensemble model, ``[E, B, …] → [E, B, k]`` logits."""
 
-    @abstractmethod
     def build_optimizer(self):
-        """A batched optimizer with ``step, zero_grad, active, deactivate, member_state``."""
+        """A batched optimizer with ``step, zero_grad, active, deactivate, member_state``: the
+        one each config names (``optimizer``, ``lr``, ``weight_decay``, …;
+        :func:`rulelab.optim.factory.make_optimizer`), per-member hyperparameters. Every study
+        uses it (issue 22: before, four trainers wrote the same body)."""
+        from rulelab.optim.factory import make_optimizer
+
+        return make_optimizer(self.configs, list(self.model.named_parameters()), self.n_members)
 
     @abstractmethod
     def compute_metrics(self) -> dict[tuple[str, str], torch.Tensor]:
@@ -102,10 +108,7 @@ class EnsembleTrainerBase(ABC):
     # --- one epoch ----------------------------------------------------------------------------
     def loss(self, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
         """``[E]`` per-member cross-entropy sums of this chunk divided by the batch size."""
-        logits = self.model(x)  # [E, b, k]
-        E, b, k = logits.shape
-        ce = F.cross_entropy(logits.reshape(E * b, k), y.reshape(-1), reduction="none")
-        return ce.view(E, b).sum(1) / denom
+        return cross_entropy(self.model(x), y).sum(1) / denom  # model(x): logits [E, b, k]
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """The context the training forward runs in: bf16 autocast, or nothing for fp32."""

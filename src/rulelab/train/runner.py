@@ -24,7 +24,7 @@ import torch
 from rulelab.settings import Settings
 from rulelab.store import StoreError, checkpoints
 from rulelab.store.version import ENGINE_VERSION, engine_of, engine_refusal
-from rulelab.studies import task
+from rulelab.study_registry import task
 from rulelab.train.base import EnsembleTrainerBase
 from rulelab.train.groups import group_runs, plan_ensembles
 from rulelab.train.live_metrics import MetricFlush

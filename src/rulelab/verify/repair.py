@@ -147,7 +147,7 @@ def _same_text(found: Scan, rid: str, text: str) -> str:
 
 def _retrain(found: Scan, run_ids: list[str], settings: Settings) -> list[str]:
     """Train ``run_ids`` again from the start (their checkpoints were moved aside)."""
-    from rulelab.studies import config_from_flat
+    from rulelab.study_registry import config_from_flat
     from rulelab.sweep.driver import run_configs
 
     lab = found.lab

@@ -10,7 +10,7 @@ import math
 
 import pandas as pd
 
-from rulelab.studies import config_from_flat
+from rulelab.study_registry import config_from_flat
 from rulelab.train.runner import trainer_class
 
 

@@ -53,7 +53,7 @@ MODULAR = Task(
 DIGITS = Task(
     name="digits",
     config=DigitsRunConfig,
-    trainer=f"{_HERE}.digits:DigitsTrainer",
+    trainer=f"{_HERE}.digits_trainer:DigitsTrainer",
     cost=digits_cost,
     views=f"{_HERE}.views:DIGITS",
     help="Digits / MNIST learning order: a 3-layer MLP, full batch, label noise "
@@ -65,6 +65,7 @@ DIGITS = Task(
     check=check_digits,
     shape_flags="--hidden/--n-train",
     checkpoint_every=100,
+    path_fields=("mnist_dir",),
 )
 
 STUDY = Study(

@@ -32,7 +32,8 @@ MODULAR_MEMBER_FIELDS = (
     "eps",
     "momentum",
 )
-# Must equal the keys of rulelab.models.mlp.ACTIVATIONS (kept literal: configs import no torch).
+# Must equal the keys of rulelab.studies.coexistence.mlp.ACTIVATIONS (kept literal: configs
+# import no torch).
 Activation = Literal["relu", "quadratic", "gelu", "leaky_relu", "reverse_relu", "abs"]
 DEFAULT_MOMENTUM = {"sgd": 0.9, "muon": 0.95, "adam": 0.0, "adamw": 0.0}
 

@@ -13,14 +13,14 @@ DIGITS_AXES = ("noise", "lr", "weight_decay", "data_seed")
 
 def modular_data(cfg):
     """The train/test pairs of ``cfg`` with their label noise (cached)."""
-    from rulelab.tasks.modular import modular_from_config
+    from rulelab.studies.coexistence.modular_task import modular_from_config
 
     return modular_from_config(cfg)
 
 
 def write_modular(data, out: Path) -> str:
     """``rulelab data modular``: one row per pair (SPEC M.1)."""
-    from rulelab.tasks.modular import write_parquet
+    from rulelab.studies.coexistence.modular_task import write_parquet
 
     write_parquet(data, out)
     return (f"wrote {out} (train {len(data.y_train)}, of which noisy {data.n_noisy}; "
@@ -34,7 +34,7 @@ def digits_flags(values: dict) -> dict:
 
 def check_digits(configs) -> None:
     """The images can be read (files, scikit-learn): one line before anything is written."""
-    from rulelab.tasks.digits import digits_from_config
+    from rulelab.studies.coexistence.digits_task import digits_from_config
 
     try:
         digits_from_config(configs[0])

@@ -24,10 +24,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from rulelab.models.mlp import EnsembleMLP
 from rulelab.studies.coexistence.config import is_eval_step
-from rulelab.tasks.modular import modular_from_config
+from rulelab.studies.coexistence.mlp import EnsembleMLP
+from rulelab.studies.coexistence.modular_task import modular_from_config
 from rulelab.train.base import EnsembleTrainerBase
+from rulelab.train.per_example import cross_entropy, masked_mean
 
 # A run generalizes when its test accuracy at the final evaluation is at least this.
 GENERALIZED_ACC = 0.99
@@ -65,17 +66,10 @@ def per_example_loss(kind: str, logits: torch.Tensor, y: torch.Tensor) -> torch.
     """``logits [E, b, P]``, ``y [E, b]`` → ``[E, b]`` CE, or MSE summed over classes."""
     E, b, P = logits.shape
     if kind == "ce":
-        return F.cross_entropy(logits.reshape(E * b, P), y.reshape(-1), reduction="none").view(E, b)
+        return cross_entropy(logits, y)
     if kind == "mse":
         return (logits - F.one_hot(y, P).to(logits.dtype)).square().sum(-1)
     raise ValueError(f"unknown loss {kind!r}; use ce or mse")
-
-
-def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``[E, N]`` values and mask → ``[E]`` float64 means over the mask; NaN where it is empty."""
-    n = mask.sum(1)
-    total = torch.where(mask, values.double(), 0.0).sum(1)
-    return torch.where(n > 0, total / n.clamp(min=1), float("nan"))
 
 
 @dataclass
@@ -142,12 +136,6 @@ class ModularTrainer(EnsembleTrainerBase):
                             bias=c.bias)
         return model.init_weights([m.seed for m in self.configs], c.init)
 
-    def build_optimizer(self):
-        """AdamW, Adam, SGD or Muon, batched over members (SPEC M.3)."""
-        from rulelab.optim.factory import make_optimizer
-
-        return make_optimizer(self.configs, list(self.model.named_parameters()), self.n_members)
-
     def loss(self, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
         """``[E]`` per-member loss sums of this chunk divided by the batch size (CE or MSE)."""
         return per_example_loss(self.cfg.loss, self.model(x), y).sum(1) / denom
@@ -184,8 +172,8 @@ class ModularTrainer(EnsembleTrainerBase):
         test_mask = torch.ones(d.test_y.shape, dtype=torch.bool, device=self.device)
         out = {}
         for split, mask, l_, c_ in (*groups, ("test", test_mask, test_loss, test_correct)):
-            out[split, "loss"] = masked_mean(l_, mask)
-            out[split, "acc"] = masked_mean(c_.float(), mask)
+            out[split, "loss"] = masked_mean(l_.double(), mask)
+            out[split, "acc"] = masked_mean(c_.double(), mask)
         return {key: v.cpu() for key, v in out.items()}
 
     def new_summary(self, cfg) -> ModularSummary:

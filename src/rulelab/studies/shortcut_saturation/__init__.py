@@ -31,6 +31,7 @@ MPSP = Task(
     name="mpsp",
     config=MPSPRunConfig,
     trainer=f"{_HERE}.trainer:MPSPTrainer",
+    tl_export=f"{_HERE}.trainer:tl_export",
     cost=mpsp_cost,
     views=f"{_HERE}.views:VIEW",
     help="Train MPSP transformers over a grid of values × seeds, packed into ensembles.",

@@ -131,8 +131,8 @@ def print_probe_band(lab) -> None:
     """The OV probe's null band beside its readings (issue 21): random heads at init, at each
     shape the lab holds (:mod:`.analysis.probe_null`) — a head's probe reads "writes the
     residue" only above the band."""
-    from rulelab.studies import config_from_flat
     from rulelab.studies.shortcut_saturation.analysis.probe_null import null_band
+    from rulelab.study_registry import config_from_flat
 
     shapes = {}  # one config per model shape and data setting: the band depends on nothing else
     for row in lab.runs_json():

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from rulelab.tasks.mpsp import mpsp_from_config
+from rulelab.studies.shortcut_saturation.task import mpsp_from_config
 
 EVAL_SPLITS = ("train_consistent", "train_anti", "val", "adv")
 

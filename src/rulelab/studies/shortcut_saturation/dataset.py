@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rulelab.errors import UserError
-from rulelab.tasks.mpsp import mpsp_from_config, write_parquet
+from rulelab.studies.shortcut_saturation.task import mpsp_from_config, write_parquet
 
 
 def splits(cfg):

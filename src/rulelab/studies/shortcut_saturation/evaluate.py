@@ -12,9 +12,9 @@ accurate on val ∪ adv"), which for k = 3 cannot be derived from the accuracies
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from rulelab.studies.shortcut_saturation.data import EnsembleData
+from rulelab.train.per_example import cross_entropy, masked_mean
 
 
 @torch.no_grad()
@@ -26,19 +26,11 @@ def per_example(model, x: torch.Tensor, y: torch.Tensor, chunk: int, *,
     for start in range(0, x.shape[1], chunk):
         logits = model(x[:, start : start + chunk])  # [E, b, k]
         yb = y[:, start : start + chunk]
-        E, b, k = logits.shape
-        losses.append(F.cross_entropy(logits.reshape(E * b, k), yb.reshape(-1), reduction="none")
-                      .view(E, b))
+        losses.append(cross_entropy(logits, yb))
         preds.append(logits.argmax(-1))
     pred = torch.cat(preds, 1)
     out = (torch.cat(losses, 1), pred == y)
     return (*out, pred) if predictions else out
-
-
-def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    n = mask.sum(1)
-    total = torch.where(mask, values, torch.zeros_like(values)).sum(1)
-    return torch.where(n > 0, total / n.clamp(min=1), torch.full_like(total, float("nan")))
 
 
 @torch.no_grad()
@@ -54,8 +46,8 @@ def evaluate(model, data: EnsembleData, chunk: int = 2048) -> dict[tuple[str, st
     cons = data.train_consistent
     everything = torch.ones_like(cons)
     for split, mask in (("train", everything), ("train_consistent", cons), ("train_anti", ~cons)):
-        out[split, "loss"] = _masked_mean(loss, mask)
-        out[split, "acc"] = _masked_mean(correct, mask)
+        out[split, "loss"] = masked_mean(loss, mask)
+        out[split, "acc"] = masked_mean(correct, mask)
     for split, x, y, s in (("val", data.val_x, data.val_y, data.val_s),
                            ("adv", data.adv_x, data.adv_y, data.adv_s)):
         loss, correct, pred = per_example(model, x, y, chunk, predictions=True)

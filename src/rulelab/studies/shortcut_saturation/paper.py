@@ -28,7 +28,8 @@ import pandas as pd
 PAPER_S = {"2L": {0.5: 0.0, 0.9: 0.77}, "1L": {0.5: 0.33, 0.9: 0.0}}
 
 # field → the headline setting's value (batch_size: full batch, see :func:`_full_batch`); the
-# values of recipes/paper-headline.yaml at weight decay 0.1 (tests/unit/test_paper_s.py checks).
+# values of recipes/paper-headline.yaml at weight decay 0.1
+# (tests/studies/shortcut_saturation/test_paper_s.py checks).
 PAPER_SETTING = {"seq_len": 10, "vocab": 64, "n_train": 16384, "batch_size": 0, "epochs": 15000,
                  "lr": 1e-3, "d_model": 64, "d_mlp": 128, "label_mod": 2, "shortcut": "max",
                  "n_eval": 4096, "heads": 2, "ln": True, "act": "relu", "weight_decay": 0.1,

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from rulelab.models.transformer import EnsembleTransformer
-from rulelab.optim.factory import make_optimizer
+from rulelab.models.transformer import EnsembleTransformer, TransformerShape
 from rulelab.studies.shortcut_saturation.data import stack_mpsp
 from rulelab.studies.shortcut_saturation.evaluate import evaluate
 from rulelab.studies.shortcut_saturation.summary import MemberSummary, is_legacy
 from rulelab.train.base import EnsembleTrainerBase
 
-__all__ = ["MPSPTrainer"]
+__all__ = ["MPSPTrainer", "tl_export"]
+
+
+def tl_export(model):
+    """``rulelab export tl``: the run's transformer and 256 of its val sequences."""
+    return model.ensemble, model.data.val_x[:256]
 
 
 class MPSPTrainer(EnsembleTrainerBase):
@@ -19,13 +23,9 @@ class MPSPTrainer(EnsembleTrainerBase):
         return stack_mpsp(self.configs).to(self.device)
 
     def build_model(self) -> EnsembleTransformer:
-        return EnsembleTransformer(self.cfg, self.n_members).init_weights(
+        return EnsembleTransformer(TransformerShape.of(self.cfg), self.n_members).init_weights(
             [c.seed for c in self.configs]
         )
-
-    def build_optimizer(self):
-        """AdamW with per-member lr, weight decay, betas, eps and warm-up (SPEC S.3)."""
-        return make_optimizer(self.configs, list(self.model.named_parameters()), self.n_members)
 
     def compute_metrics(self):
         return evaluate(self.model, self.data, self.options.eval_chunk)

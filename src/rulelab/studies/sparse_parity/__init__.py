@@ -50,6 +50,7 @@ SPARSE_PARITY = Task(
     name="sparse_parity",
     config=SparseParityRunConfig,
     trainer=f"{_HERE}.trainer:SparseParityTrainer",
+    tl_export=f"{_HERE}.model:tl_export",
     cost=sparse_parity_cost,
     views=f"{_HERE}.views:VIEW",
     help="Train MLPs (or transformers) on k-sparse parities of n bits over a grid × seeds.",

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from rulelab.models.hooks import HookedEnsemble, HookPoint
+from rulelab.models.transformer import EnsembleTransformer, TransformerShape
 
 
 class EnsembleParityMLP(HookedEnsemble):
@@ -76,11 +76,11 @@ class EnsembleParityMLP(HookedEnsemble):
         return self.hook_out(out)
 
 
-def transformer_shape(cfg) -> SimpleNamespace:
-    """The study-S shape fields for a sparse-parity config (bits as a 2-token vocabulary)."""
-    return SimpleNamespace(layers=cfg.layers, heads=cfg.heads, d_model=cfg.d_model,
-                           d_mlp=cfg.d_mlp, act="relu", ln=True, vocab=2, seq_len=cfg.n_bits,
-                           label_mod=2)
+def transformer_shape(cfg) -> TransformerShape:
+    """The transformer's shape for a sparse-parity config (bits as a 2-token vocabulary)."""
+    return TransformerShape(layers=cfg.layers, heads=cfg.heads, d_model=cfg.d_model,
+                            d_mlp=cfg.d_mlp, act="relu", ln=True, vocab=2, seq_len=cfg.n_bits,
+                            label_mod=2)
 
 
 class ParityTransformer(HookedEnsemble):
@@ -89,8 +89,6 @@ class ParityTransformer(HookedEnsemble):
 
     def __init__(self, cfg, n_members: int) -> None:
         super().__init__()
-        from rulelab.models.transformer import EnsembleTransformer
-
         self.net = EnsembleTransformer(transformer_shape(cfg), n_members)
         self.setup_hooks()
 
@@ -123,3 +121,12 @@ def build_model(configs) -> nn.Module:
     else:
         model = ParityTransformer(c, len(configs))
     return model.init_weights(seeds, scales)
+
+
+def tl_export(model):
+    """``rulelab export tl``: a transformer run's network (bit −1 → token 0, +1 → token 1;
+    its two logits ``z₀, z₁`` at CLS, ``f = z₁ − z₀``) and 256 of its evaluation inputs as
+    tokens; None for an MLP run."""
+    if not isinstance(model.ensemble, ParityTransformer):
+        return None
+    return model.ensemble.net, (model.data.eval_x[:256] > 0).long()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import torch
 
-from rulelab.optim.factory import make_optimizer
 from rulelab.studies.sparse_parity.data import ParityEnsembleData, fresh_batch, stack_parity
 from rulelab.studies.sparse_parity.hidden_null import NullBand, null_subsets
 from rulelab.studies.sparse_parity.metrics import (
@@ -55,9 +54,6 @@ class SparseParityTrainer(EnsembleTrainerBase):
             null_subsets(c.n_bits, c.k, s.tolist(), c.data_seed))
             for c, s in zip(self.configs, self.data.support.cpu(), strict=True)]))
         return model
-
-    def build_optimizer(self):
-        return make_optimizer(self.configs, list(self.model.named_parameters()), self.n_members)
 
     def loss(self, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
         """``[E]`` per-member loss sums of this chunk divided by the batch size."""

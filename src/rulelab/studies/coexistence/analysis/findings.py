@@ -23,8 +23,9 @@ Every row has ``claim, paper, here, verdict``. ``here`` is the reading: per-run 
   learned weights and inherit that; the double descent (M.4.1) depends on where the
   interpolation threshold falls in the width grid. "G ≥ R on test" is *not* an identity of FF:
   FF's identities are G + R = the original weights and G = the original network for one
-  frequency per neuron (the analytic solution, tested in tests/unit/test_fourier.py); neither
-  says anything about a trained network, so they are tests, not claims.
+  frequency per neuron (the analytic solution, tested in
+  tests/studies/coexistence/test_fourier.py); neither says anything about a trained network,
+  so they are tests, not claims.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ import math
 
 import torch
 
-from rulelab.models.mlp import mlp_logits
+from rulelab.studies.coexistence.mlp import mlp_logits
 
 Weights = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]  # U, V, W, μ
 

@@ -24,13 +24,13 @@ from collections.abc import Sequence
 
 import torch
 
-from rulelab.models.mlp import ACTIVATIONS
 from rulelab.studies.coexistence.analysis.fourier import (
     evaluate_ff,
     network_accuracy,
     neuron_vectors,
     spectrum,
 )
+from rulelab.studies.coexistence.mlp import ACTIVATIONS
 
 
 def ipr(U: torch.Tensor, V: torch.Tensor, W: torch.Tensor, *, include_dc: bool = True):

@@ -3,9 +3,11 @@ M.4.7) — the sizes the early lead's sampling noise depends on (:mod:`.analysis
 
 The arithmetic is the data builders' own, without building the data:
 
-- modular (:func:`rulelab.tasks.modular.make_modular`): ``K² = (P − drop_zero)²`` pairs,
+- modular (:func:`rulelab.studies.coexistence.modular_task.make_modular`):
+  ``K² = (P − drop_zero)²`` pairs,
   ``n_train = min(K², max(1, ⌊f·K² + ½⌋))``;
-- digits (:func:`rulelab.tasks.digits.make_digits`): scikit-learn's 1,797 images less
+- digits (:func:`rulelab.studies.coexistence.digits_task.make_digits`): scikit-learn's 1,797
+  images less
   ``round(test_frac·1797)`` held out, or MNIST's 60,000; the first ``n_train`` when it is > 0;
 
 and in both ``n_noisy = ⌊α·n_train + ½⌋``. A config column the runs frame lacks takes the
@@ -48,7 +50,7 @@ def digits_sizes(noise: float, source: str = "sklearn", n_train: int = 0,
 
 
 def _defaults(task: str) -> dict:
-    from rulelab.studies import tasks
+    from rulelab.study_registry import tasks
 
     known = tasks()
     if task not in known:

@@ -1,7 +1,8 @@
 """Activation swap for Study M (SPEC M.4.4).
 
 Evaluate trained weights ``U, V [E, M, P]``, ``W [E, P, M]``, ``μ [E, P]`` (or None) with every
-activation in :data:`rulelab.models.mlp.ACTIVATIONS` (or a chosen subset) at inference only.
+activation in :data:`rulelab.studies.coexistence.mlp.ACTIVATIONS` (or a chosen subset) at
+inference only.
 Paper: a ReLU network scored with quadratic or reverse-ReLU keeps or improves its test accuracy
 while its noisy-train (memorization) accuracy drops — the rule sits in the even part of φ.
 Subsets follow :mod:`.analysis.fourier`: ``masks = {name: [E, N] bool}`` over the rows of
@@ -14,8 +15,8 @@ from collections.abc import Sequence
 
 import torch
 
-from rulelab.models.mlp import ACTIVATIONS
 from rulelab.studies.coexistence.analysis.fourier import network_accuracy
+from rulelab.studies.coexistence.mlp import ACTIVATIONS
 
 
 def activation_swap(

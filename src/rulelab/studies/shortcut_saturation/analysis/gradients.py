@@ -45,6 +45,7 @@ from rulelab.studies.shortcut_saturation.analysis.identity import (  # noqa: F40
     identity_flags,
 )
 from rulelab.studies.shortcut_saturation.analysis.saturation import SATURATED, is_saturated
+from rulelab.train.per_example import cross_entropy
 
 ALL = "all"
 MAX_EXAMPLES = 256  # per group and member, for the per-example gradient norms
@@ -117,9 +118,7 @@ def group_gradients_and_loss(
     for s in range(0, x.shape[1], chunk):
         with torch.enable_grad():  # callers may sit inside an evaluation's no_grad
             logits = model(x[:, s : s + chunk])  # [E, b, k]
-            E, b, k = logits.shape
-            ce = F.cross_entropy(logits.reshape(E * b, k), y[:, s : s + chunk].reshape(-1),
-                                 reduction="none").view(E, b)
+            ce = cross_entropy(logits, y[:, s : s + chunk])
             ce = torch.where(mask[:, s : s + chunk], ce, torch.zeros_like(ce))
             loss = (ce.sum(1) / denom).sum()  # Σ_e (chunk's share of member e's mean loss)
             parts = torch.autograd.grad(loss, params, allow_unused=True)

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from rulelab.tasks.mpsp import shortcut_of
+from rulelab.studies.shortcut_saturation.task import shortcut_of
 
 # (hook name, position or None for all positions, head or None for all heads). The hook's
 # activation must be laid out [E, batch, pos, ...]: hook_resid_*, hook_mlp_out, hook_attn_out,
@@ -114,10 +114,9 @@ def run_patched(
     return torch.cat(out) if out else x_orig.new_zeros((0, E, B), dtype=torch.float)
 
 
-def _shortcut(model, x_orig: torch.Tensor, k: int) -> torch.Tensor:
-    kind = getattr(model.cfg, "shortcut", None)
+def _shortcut(kind: str | None, x_orig: torch.Tensor, k: int) -> torch.Tensor:
     if kind is None:
-        raise ValueError("pass shortcut= (model.cfg has no 'shortcut' field)")
+        raise ValueError("pass shortcut= (the classes) or kind= (the rule: max or first)")
     s = shortcut_of(x_orig.cpu().numpy(), k, kind)
     return torch.as_tensor(np.asarray(s), device=x_orig.device)
 
@@ -132,11 +131,13 @@ def patch_grid(
     *,
     max_batch: int = 4096,
     rel_gap: float = REL_GAP,
+    kind: str | None = None,
 ) -> dict[str, torch.Tensor]:
     """Twin → original patching grids, normalised (twin 1, original 0) per member (S.4.4).
 
     ``x_orig, x_twin [E, B, n]`` (no CLS), ``y [E, B]`` labels; ``shortcut [E, B]`` the
-    original's shortcut class (default: ``model.cfg.shortcut`` applied to ``x_orig``).
+    original's shortcut class (default: the rule ``kind``, the run's ``shortcut``, applied to
+``x_orig``).
     Positions count the CLS token (pos 0 = CLS, pos j = x_j). Returns:
 
     - ``resid_pre [E, L, T]``: ``blocks.l.hook_resid_pre`` at one position;
@@ -151,7 +152,7 @@ def patch_grid(
         raise ValueError("need x_orig, x_twin [E, B, n] and y [E, B]")
     cfg = model.cfg
     L, H, T, k = cfg.layers, cfg.heads, x_orig.shape[-1] + 1, cfg.label_mod
-    s = _shortcut(model, x_orig, k) if shortcut is None else shortcut.to(x_orig.device)
+    s = _shortcut(kind, x_orig, k) if shortcut is None else shortcut.to(x_orig.device)
     if torch.any(s == y):
         raise ValueError("patching needs adversarial originals (shortcut ≠ label)")
     has_mlp = bool(cfg.d_mlp)

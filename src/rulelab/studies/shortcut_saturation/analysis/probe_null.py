@@ -29,11 +29,11 @@ BAND = 0.975  # the band's quantile: random heads above it are the false-positiv
 def random_head_scores(cfg, n_members: int = 32, n: int = 256, seed: int = 0) -> np.ndarray:
     """``ov_probe_acc`` of every head of ``n_members`` freshly initialized models of ``cfg``'s
     shape, on ``n`` of ``cfg``'s val sequences → ``[n_members · layers · heads]``."""
-    from rulelab.models.transformer import EnsembleTransformer
+    from rulelab.models.transformer import EnsembleTransformer, TransformerShape
     from rulelab.studies.shortcut_saturation.analysis.circuits import fingerprints
     from rulelab.studies.shortcut_saturation.dataset import splits
 
-    model = EnsembleTransformer(cfg, n_members).init_weights(
+    model = EnsembleTransformer(TransformerShape.of(cfg), n_members).init_weights(
         [10_000 + seed * n_members + i for i in range(n_members)])  # seeds no run uses
     x = torch.tensor(splits(cfg)["val"].x[:n], dtype=torch.long)
     with torch.no_grad():

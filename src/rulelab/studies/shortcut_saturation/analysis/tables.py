@@ -43,7 +43,7 @@ def patching_table(trainer, n: int = 256) -> pd.DataFrame:
     """Rows ``member, kind, layer, pos, head, value`` (``pos``/``head`` −1 where pooled)."""
     x_orig, x_twin, y = twin_batch(trainer, n)
     with torch.no_grad():
-        grids = patch_grid(trainer.model, x_orig, x_twin, y)
+        grids = patch_grid(trainer.model, x_orig, x_twin, y, kind=trainer.cfg.shortcut)
     rows = []
     for kind, grid in grids.items():
         if kind.startswith("ld_"):

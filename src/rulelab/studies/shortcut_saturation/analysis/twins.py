@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rulelab.tasks.mpsp import SHORTCUTS, label_of, shortcut_of
+from rulelab.studies.shortcut_saturation.task import SHORTCUTS, label_of, shortcut_of
 
 
 def aligned_twins(

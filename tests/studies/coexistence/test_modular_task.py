@@ -6,9 +6,14 @@ import numpy as np
 import pytest
 
 from rulelab.config import ConfigError, make_config
-from rulelab.models.mlp import ACTIVATIONS
 from rulelab.studies.coexistence.config import ModularRunConfig
-from rulelab.tasks.modular import apply_op, make_modular, modular_from_config, to_frame
+from rulelab.studies.coexistence.mlp import ACTIVATIONS
+from rulelab.studies.coexistence.modular_task import (
+    apply_op,
+    make_modular,
+    modular_from_config,
+    to_frame,
+)
 
 
 def _make(**kw):

@@ -179,7 +179,7 @@ def test_subset_sizes_follow_the_data_builders():
                          "n_train": [None, 1000]})
     sizes = subset_sizes(runs).set_index("run_id")
     assert tuple(sizes.loc["m"]) == (384, 385) and tuple(sizes.loc["d"]) == (800, 200)
-    from rulelab.tasks.modular import make_modular
+    from rulelab.studies.coexistence.modular_task import make_modular
 
     data = make_modular(op="add", p=31, train_frac=0.8, noise=0.8)
     assert (len(data.y_train) - data.n_noisy, data.n_noisy) == (154, 615)

@@ -8,7 +8,6 @@ import pandas as pd
 import pytest
 import torch
 
-from rulelab.models.mlp import ACTIVATIONS
 from rulelab.studies.coexistence.analysis.analytic import all_pairs, analytic_solution
 from rulelab.studies.coexistence.analysis.fourier import network_accuracy
 from rulelab.studies.coexistence.analysis.modular_summary import (
@@ -16,6 +15,7 @@ from rulelab.studies.coexistence.analysis.modular_summary import (
     learning_order,
 )
 from rulelab.studies.coexistence.analysis.swap import activation_swap
+from rulelab.studies.coexistence.mlp import ACTIVATIONS
 
 
 @pytest.mark.parametrize("op", ["add", "sub"])

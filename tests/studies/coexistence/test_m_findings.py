@@ -11,7 +11,6 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from rulelab.studies import study
 from rulelab.studies.coexistence.analysis.findings import (
     INCONCLUSIVE,
     NOT,
@@ -28,6 +27,7 @@ from rulelab.studies.coexistence.analysis.scale import (
     matches_paper,
     scale_line,
 )
+from rulelab.study_registry import study
 from rulelab.sweep.recipe import load_recipe
 
 QUICK = dict(p=31, lr=1e-2, weight_decay=1.0, epochs=1500)

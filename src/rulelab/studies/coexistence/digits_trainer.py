@@ -1,6 +1,7 @@
 """Digits / MNIST learning order: an ensemble of 3-layer MLPs, full batch, AdamW (SPEC M.4.7).
 
-The model is :class:`rulelab.models.feedforward.EnsembleFeedForward` with two hidden layers of
+The model is :class:`rulelab.studies.coexistence.feedforward.EnsembleFeedForward` with two hidden
+layers of
 ``hidden`` units: ``x [E, B, D] → logits [E, B, 10]``.
 
 Metrics per evaluation, as study M's trainer (:mod:`.trainer`): ``train``,
@@ -22,13 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from rulelab.models.feedforward import EnsembleFeedForward
-from rulelab.optim.factory import make_optimizer
-from rulelab.studies.coexistence.trainer import ModularSummary, masked_mean
-from rulelab.tasks.digits import N_CLASSES, digits_from_config
+from rulelab.studies.coexistence.digits_task import N_CLASSES, digits_from_config
+from rulelab.studies.coexistence.feedforward import EnsembleFeedForward
+from rulelab.studies.coexistence.trainer import ModularSummary
 from rulelab.train.base import EnsembleTrainerBase
+from rulelab.train.per_example import cross_entropy, masked_mean
 
 # A digits run "generalizes" when its final test accuracy is at least this (a 3-layer MLP on
 # clean 8×8 digits reaches ≈ 97%); only used for the runs table.
@@ -88,22 +88,16 @@ class DigitsTrainer(EnsembleTrainerBase):
                                     act=self.cfg.activation)
         return model.init_weights([c.seed for c in self.configs])
 
-    def build_optimizer(self):
-        """AdamW with per-member hyperparameters (SPEC M.4.7), like every study's."""
-        return make_optimizer(self.configs, list(self.model.named_parameters()), self.n_members)
-
     @torch.no_grad()
     def _scores(self, x: torch.Tensor, *labels: torch.Tensor) -> list[torch.Tensor]:
         """Per label set: per-example loss and correctness, ``[E, N]`` each."""
         chunk = self.options.eval_chunk
         logits = torch.cat([self.model(x[:, s : s + chunk]) for s in range(0, x.shape[1], chunk)],
                            1)  # [E, N, K]
-        E, N, K = logits.shape
         pred = logits.argmax(-1)
         out = []
         for y in labels:
-            out.append(F.cross_entropy(logits.reshape(E * N, K), y.reshape(-1),
-                                       reduction="none").view(E, N))
+            out.append(cross_entropy(logits, y))
             out.append(pred == y)
         return out
 
@@ -120,8 +114,8 @@ class DigitsTrainer(EnsembleTrainerBase):
                   ("test", torch.ones_like(d.test_y, dtype=torch.bool), test_loss, test_correct))
         out = {}
         for split, mask, l_, c_ in groups:
-            out[split, "loss"] = masked_mean(l_, mask)
-            out[split, "acc"] = masked_mean(c_.float(), mask)
+            out[split, "loss"] = masked_mean(l_.double(), mask)
+            out[split, "acc"] = masked_mean(c_.double(), mask)
         return {key: v.cpu() for key, v in out.items()}
 
     def new_summary(self, cfg) -> DigitsSummary:

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-from rulelab.models.mlp import mlp_logits
 from rulelab.studies.coexistence.analysis.analytic import all_pairs, analytic_solution
 from rulelab.studies.coexistence.analysis.fourier import network_accuracy
 from rulelab.studies.coexistence.analysis.neurons import (
@@ -18,6 +17,7 @@ from rulelab.studies.coexistence.analysis.neurons import (
     strength,
     subnetwork,
 )
+from rulelab.studies.coexistence.mlp import mlp_logits
 
 
 def _random(E=2, M=16, P=13, seed=0, dtype=torch.float64):

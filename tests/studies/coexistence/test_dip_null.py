@@ -85,7 +85,7 @@ def test_one_seed_is_never_called():
 
 @pytest.mark.parametrize("grid", ["quick", "medium", "paper"])
 def test_the_grids_are_the_presets(grid):
-    from rulelab.studies import study
+    from rulelab.study_registry import study
     from rulelab.sweep.recipe import load_recipe
 
     configs = load_recipe(study("coexistence").recipe_path(grid)).configs()

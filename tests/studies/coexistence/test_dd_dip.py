@@ -5,7 +5,7 @@ The old findings compared only the widest width with the interpolation width (+5
 old code (no :mod:`rulelab.studies.coexistence.analysis.dd_dip`). The readings of the
 max-statistic test (issue 21) — its statistic, p-value and "too few seeds to call" — fail on
 the seed-range rule it replaced, which had no such columns; its false-positive rate is in
-tests/unit/test_dip_null.py.
+tests/studies/coexistence/test_dip_null.py.
 """
 
 from __future__ import annotations

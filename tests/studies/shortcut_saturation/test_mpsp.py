@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
-from rulelab.tasks.mpsp import (
+from rulelab.studies.shortcut_saturation.task import (
     MPSPSplit,
     cell_quotas,
     label_of,

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from rulelab.models.transformer import EnsembleTransformer
-from rulelab.studies import study
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.invariants import invariants, param_count
+from rulelab.study_registry import study
 from rulelab.sweep.recipe import load_recipe
 
 S = study("shortcut-saturation")

@@ -12,7 +12,6 @@ import pandas as pd
 import pytest
 import torch
 
-from rulelab.models.mlp import ACTIVATIONS, EnsembleMLP
 from rulelab.studies.coexistence.analysis.analytic import all_pairs, analytic_solution
 from rulelab.studies.coexistence.analysis.tables import (
     FRACTIONS,
@@ -27,6 +26,7 @@ from rulelab.studies.coexistence.analysis.tables import (
     swap_table,
 )
 from rulelab.studies.coexistence.config import ModularRunConfig
+from rulelab.studies.coexistence.mlp import ACTIVATIONS, EnsembleMLP
 from rulelab.studies.coexistence.trainer import ModularEnsembleData, ModularTrainer
 
 P, M, E = 23, 512, 2

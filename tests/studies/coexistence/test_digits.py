@@ -13,9 +13,14 @@ from cli_inproc import run_main
 from rulelab.config import ConfigError, make_config
 from rulelab.settings import Settings
 from rulelab.store.lab import Lab
-from rulelab.studies.coexistence.digits import DigitsTrainer
 from rulelab.studies.coexistence.digits_config import DigitsRunConfig
-from rulelab.tasks.digits import corrupt_labels, load_mnist, make_digits, read_idx
+from rulelab.studies.coexistence.digits_task import (
+    corrupt_labels,
+    load_mnist,
+    make_digits,
+    read_idx,
+)
+from rulelab.studies.coexistence.digits_trainer import DigitsTrainer
 
 
 def _idx(path, array, gz=False):
@@ -124,3 +129,16 @@ def test_train_digits_cli_stores_runs_and_order(tmp_path, capsys, monkeypatch):
                         tmp_path / "x"], capsys, monkeypatch)
     assert rc == 2 and err.startswith("error: --mnist-dir") and len(err.splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_the_study_declares_its_path_flag():
+    """``--mnist-dir`` is study M's declaration (``Task.path_fields``), not a generic list: the
+    command line refuses it empty, as ``--lab``, and no other task's flag."""
+    from rulelab.cli.options import check_path_flags, path_flags
+    from rulelab.errors import UserError
+
+    assert path_flags().count("--mnist-dir") == 1 and path_flags()[:2] == ("--lab", "--out")
+    for argv in (["train", "digits", "--mnist-dir="], ["train", "digits", "--mnist-dir", ""]):
+        with pytest.raises(UserError, match="^--mnist-dir must be a path"):
+            check_path_flags(argv)
+    check_path_flags(["train", "digits", "--mnist-dir", "data/mnist", "--experiment", ""])

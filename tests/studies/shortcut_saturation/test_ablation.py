@@ -20,8 +20,8 @@ from rulelab.studies.shortcut_saturation.analysis.ablation import (
 )
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.evaluate import evaluate
+from rulelab.studies.shortcut_saturation.task import make_mpsp
 from rulelab.studies.shortcut_saturation.trainer import MPSPTrainer
-from rulelab.tasks.mpsp import make_mpsp
 
 SHAPE = dict(seq_len=5, vocab=12, d_model=16, d_mlp=32, heads=2, layers=2)
 

@@ -10,7 +10,6 @@ import pytest
 from rich.console import Console
 
 from rulelab.report.terminal import print_rate_table
-from rulelab.studies import study
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.paper import (
     NOT_STATED,
@@ -20,6 +19,7 @@ from rulelab.studies.shortcut_saturation.paper import (
     matches_paper,
     paper_note,
 )
+from rulelab.study_registry import study
 from rulelab.sweep.recipe import load_recipe
 
 # the fixed values of study S's quick and paper recipes (the paper's numbers, PAPER_S, are
