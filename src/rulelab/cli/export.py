@@ -132,7 +132,7 @@ def write(lab, model, net, tl, diff: tuple[float, int], out: Path) -> None:
     meta = {"run_id": model.run_id, "epoch": model.epoch, "lab": str(lab.root)}
     export_file(net, model.member, out, meta)
     print(f"wrote {out}: run {model.run_id} at epoch {model.epoch} as {type(tl).__name__}; "
-          f"max |Δ logit| vs rulelab on {diff[1]} inputs: {diff[0]:.2e}")
+          f"max |Δ logit| vs rulelab on {diff[1]} val inputs: {diff[0]:.2e}")
 
 
 def export_app() -> typer.Typer:
