@@ -21,6 +21,21 @@ TINY = ("layers: 1, heads: 1, d_model: 16, d_mlp: 16, seq_len: 5, vocab: 12, n_t
         "n_eval: 32, eval_every: 5")
 
 
+def tiny_mpsp(experiment: str, extra: str = "") -> str:
+    """A recipe of 4 tiny MPSP runs (1L/2L × 2 seeds, 10 epochs, evaluated every 5) for tests
+    that need a real lab in seconds; ``extra`` adds YAML lines (e.g. an execution block)."""
+    return (f"experiment: {experiment}\ntask: mpsp\n"
+            "base: {heads: 1, d_model: 16, d_mlp: 16, seq_len: 5, vocab: 12, n_train: 96,\n"
+            "       n_eval: 32, eval_every: 5, epochs: 10}\n"
+            f"grid: {{layers: [1, 2]}}\nseeds: 2\n{extra}")
+
+
+def tiny_lab(root: Path, experiment: str, extra: str = "") -> Path:
+    """:func:`tiny_mpsp` swept into ``root/lab``; returns the lab's path."""
+    sweep(write(root, "r", tiny_mpsp(experiment, extra)), root / "lab")
+    return root / "lab"
+
+
 def write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / f"{name}.yaml"
     path.write_text(text)

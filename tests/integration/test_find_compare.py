@@ -12,23 +12,13 @@ import pytest
 import torch
 
 from cli_inproc import run_main
-from labs import loaded_copy, sweep, write
+from labs import loaded_copy, tiny_lab
 from rulelab.errors import UserError
-
-RECIPE = """experiment: find
-task: mpsp
-base: {heads: 1, d_model: 16, d_mlp: 16, seq_len: 5, vocab: 12, n_train: 96,
-       n_eval: 32, eval_every: 5, epochs: 10}
-grid: {layers: [1, 2]}
-seeds: 2
-"""
 
 
 @pytest.fixture(scope="module")
 def lab_path(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("find")
-    sweep(write(base, "r", RECIPE), base / "lab")
-    return base / "lab"
+    return tiny_lab(tmp_path_factory.mktemp("find"), "find")
 
 
 @pytest.fixture

@@ -15,22 +15,12 @@ import torch
 
 import rulelab
 from cli_inproc import run_main
-from labs import sweep, write
-
-RECIPE = """experiment: where
-task: mpsp
-base: {heads: 1, d_model: 16, d_mlp: 16, seq_len: 5, vocab: 12, n_train: 96,
-       n_eval: 32, eval_every: 5, epochs: 10}
-grid: {layers: [1, 2]}
-seeds: 2
-"""
+from labs import tiny_lab
 
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("where")
-    sweep(write(root, "r", RECIPE), root / "lab")
-    return root / "lab"
+    return tiny_lab(tmp_path_factory.mktemp("where"), "where")
 
 
 @pytest.fixture

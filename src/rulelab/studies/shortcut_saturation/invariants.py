@@ -20,10 +20,16 @@ of these is broken reads "not testable at this scale", never "does not show".
 
 One more is read from the runs' curves, not their configs: **the shortcut phase is reached**.
 The paper's mechanism starts there — its models "first develop a strong shortcut circuit"
-(seeds summary; SPEC S.4.6, phase 1 = val ≥ 99%, adv low) and the rule can only win afterwards
-(phase 2). A scale whose imbalanced runs (|r − ½| ≥ 0.4) memorize their training set before
-they ever settle on the shortcut runs in another regime, whatever its configs keep: the
-ladder's N = 2,048 rung peaks at val 0.87–0.90 near epoch 100, then memorizes its anti examples.
+(seeds summary; SPEC S.4.6) and the rule can only win afterwards (phase 2). A scale whose
+imbalanced runs (|r − ½| ≥ 0.4) memorize their anti examples before the shortcut has taken
+hold runs in another regime, whatever its configs keep. Measured in rulelab (2L, r = 0.9,
+the paper's schedule; `results/ladder/README.md`): the shortcut's peak agreement with the
+model's predictions on val ∪ adv, before the anti examples are memorized, is 0.98 at the
+paper's own setting (N 16,384, d 64) and 0.88, 0.89, 0.94 on the ladder's N 2,048, 4,096 and
+8,192 rungs. The SPEC's phase detector asks 99%; the paper's setting itself peaks at 98.5% val
+in rulelab, so the gate asks val ≥ 95% with adv ≤ 5% (or the mirror image below chance) at
+one evaluation — a threshold set after those probes, which the paper's setting passes and
+no CPU rung does; the median peak agreement is printed beside it so a near miss reads as one.
 The check uses no outcome the claims read (a run that generalizes counts as reaching it), so
 it cannot turn a "shows" into "not testable".
 
@@ -45,8 +51,8 @@ WD_TIME_MIN = 1.0  # at least one AdamW weight-decay time constant (paper 1.5)
 OPT_TIME = (7.5, 30.0)  # lr·steps within a factor of 2 of the paper's 15
 PAPER_TASK = {"seq_len": 10, "vocab": 64, "label_mod": 2, "shortcut": "max"}
 
-PHASE1_AGREE = 0.99  # phase 1: predictions agree with the shortcut (s, or 1 − s below chance)
-PHASE1_OTHER = 0.05  # … on ≥ 99% of one split while the other stays within 5% of 0 (SPEC S.4.6)
+PHASE1_AGREE = 0.95  # the shortcut phase: predictions follow the shortcut (s, or 1 − s below
+PHASE1_OTHER = 0.05  # chance) on ≥ 95% of one split while the other stays ≤ 5% (see above)
 IMBALANCED = 0.4  # runs with |r − ½| ≥ 0.4 (r ≤ 0.1 or ≥ 0.9) have a shortcut phase to reach
 REGIME_MIN = 0.5  # a fair scale: at least half of them reach it (the paper's: all)
 
@@ -99,30 +105,45 @@ def _headline_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs
 
 
-def reached_shortcut_phase(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.Series:
-    """Per run of ``runs`` (indexed like it): whether any evaluation shows the shortcut phase —
-    val ≥ 99% with adv ≤ 5% (the shortcut s), or adv ≥ 99% with val ≤ 5% (1 − s, below
-    chance) — or the run generalized. NaN where the run has no val/adv curve."""
+def _val_adv(metrics: pd.DataFrame) -> pd.DataFrame:
+    """``[run_id, epoch] × (val, adv)`` accuracies (empty columns where a split is missing)."""
     acc = metrics[(metrics["metric"] == "acc") & metrics["split"].isin(("val", "adv"))]
     wide = acc.pivot_table(index=["run_id", "epoch"], columns="split", values="value")
-    if not {"val", "adv"} <= set(wide.columns):
-        return pd.Series(np.nan, index=runs.index)
+    return wide.reindex(columns=["val", "adv"])
+
+
+def reached_shortcut_phase(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.Series:
+    """Per run of ``runs`` (indexed like it): whether any evaluation shows the shortcut phase —
+    val ≥ 95% with adv ≤ 5% (the shortcut s), or adv ≥ 95% with val ≤ 5% (1 − s, below
+    chance) — or the run generalized. NaN where the run has no val/adv curve."""
+    wide = _val_adv(metrics)
     val, adv = wide["val"], wide["adv"]
     phase = (((val >= PHASE1_AGREE) & (adv <= PHASE1_OTHER))
              | ((adv >= PHASE1_AGREE) & (val <= PHASE1_OTHER))
              | ((val >= PHASE1_AGREE) & (adv >= PHASE1_AGREE)))
-    reached = phase.groupby(level="run_id").any()
+    reached = phase[val.notna() & adv.notna()].groupby(level="run_id").any()
     out = runs["run_id"].map(reached).astype(float)
     if "generalized" in runs.columns:
         out[runs["generalized"].fillna(False).astype(bool).to_numpy()] = 1.0
     return out
 
 
+def peak_agreement(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.Series:
+    """Per run: the largest share of val ∪ adv (equal sizes) on which the predictions follow
+    the shortcut, s or 1 − s — for k = 2, ``max((val + 1 − adv) / 2, (1 − val + adv) / 2)``
+    over the evaluations. NaN without curves."""
+    wide = _val_adv(metrics)
+    s_share = (wide["val"] + 1 - wide["adv"]) / 2
+    agree = np.maximum(s_share, 1 - s_share).groupby(level="run_id").max()
+    return runs["run_id"].map(agree).astype(float)
+
+
 def _regime(runs: pd.DataFrame, metrics: pd.DataFrame | None) -> Invariant:
     """The shortcut phase reached by at least half of the imbalanced runs (see the module's
     docstring); not measured without curves, and kept where no run is imbalanced."""
-    label = "imbalanced runs (|r − ½| ≥ 0.4) that reach the shortcut phase"
-    paper, allowed = "all", f"≥ {REGIME_MIN:.0%}"
+    label = ("imbalanced runs (|r − ½| ≥ 0.4) that reach the shortcut phase (val ≥ 95%, adv "
+             "≤ 5%, or the mirror image)")
+    paper, allowed = "1 of 1 (0.98; rulelab, 2L r = 0.9)", f"≥ {REGIME_MIN:.0%}"
     r = _col(runs, "ratio").astype(float)
     imbalanced = runs[(r - 0.5).abs().to_numpy() >= IMBALANCED - 1e-9]
     if metrics is None:
@@ -134,9 +155,10 @@ def _regime(runs: pd.DataFrame, metrics: pd.DataFrame | None) -> Invariant:
     if reached.empty:
         return Invariant("regime", label, "no curves yet", paper, allowed, True,
                          measured=False)
-    share = float(reached.mean())
-    return Invariant("regime", label, f"{int(reached.sum())} of {len(reached)}", paper,
-                     allowed, share >= REGIME_MIN)
+    peak = float(peak_agreement(imbalanced.loc[reached.index], metrics).median())
+    value = f"{int(reached.sum())} of {len(reached)} (median peak agreement {peak:.2f})"
+    return Invariant("regime", label, value, paper, allowed,
+                     bool(reached.mean() >= REGIME_MIN))
 
 
 def invariants(runs: pd.DataFrame, metrics: pd.DataFrame | None = None
