@@ -19,19 +19,19 @@ regularizer) and **the task** (n = 10, V = 64, sum mod 2, max shortcut). A claim
 of these is broken reads "not testable at this scale", never "does not show".
 
 One more is read from the runs' curves, not their configs: **the shortcut phase is reached**.
-The paper's mechanism starts there — its models "first develop a strong shortcut circuit"
-(seeds summary; SPEC S.4.6) and the rule can only win afterwards (phase 2). A scale whose
-imbalanced runs (|r − ½| ≥ 0.4) memorize their anti examples before the shortcut has taken
-hold runs in another regime, whatever its configs keep. Measured in rulelab (2L, r = 0.9,
-the paper's schedule; `results/ladder/README.md`): the shortcut's peak agreement with the
-model's predictions on val ∪ adv, before the anti examples are memorized, is 0.98 at the
-paper's own setting (N 16,384, d 64, seed 0) and 0.84–0.87, 0.86–0.90 and 0.94 on the
-ladder's N 2,048, 4,096 and 8,192 rungs (2L). The SPEC's phase detector asks 99%; the
-paper's setting itself peaks at 98.5% val in rulelab, so the gate asks val ≥ 95% with adv ≤ 5% (or the mirror image below chance) at
-one evaluation — a threshold set after those probes, which the paper's setting passes and
-no CPU rung does; the median peak agreement is printed beside it so a near miss reads as one.
-The check uses no outcome the claims read (a run that generalizes counts as reaching it), so
-it cannot turn a "shows" into "not testable".
+The paper's mechanism starts there — its models "first develop a strong shortcut circuit" (seeds
+summary; SPEC S.4.6) and the rule can only win afterwards (phase 2). A scale whose imbalanced
+runs (|r − ½| ≥ 0.4) memorize their anti examples before the shortcut has taken hold runs in
+another regime, whatever its configs keep. Measured in rulelab (2L, r = 0.9, the paper's
+schedule; `results/ladder/README.md`): the shortcut's peak agreement with the model's
+predictions on val ∪ adv, before the anti examples are memorized, is 0.98 at the paper's own
+setting (N 16,384, d 64, seed 0) and 0.84–0.87, 0.86–0.90 and 0.94 on the ladder's N 2,048,
+4,096 and 8,192 rungs (2L). The SPEC's phase detector asks 99%; the paper's setting itself peaks
+at 98.5% val in rulelab, so the gate asks val ≥ 95% with adv ≤ 5% (or the mirror image below
+chance) at one evaluation — a threshold set after those probes, which the paper's setting passes
+and no CPU rung does; the median peak agreement is printed beside it so a near miss reads as
+one. The check uses no outcome the claims read (a run that generalizes counts as reaching it),
+so it cannot turn a "shows" into "not testable".
 
 Invariants are computed from the configs of the runs a lab holds, not from a recipe's name,
 so a user's own lab at a faithful setting gets its claims read.
