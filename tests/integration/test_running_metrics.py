@@ -94,7 +94,7 @@ def test_without_the_flush_a_running_chunk_shows_nothing(tmp_path, monkeypatch):
 
 TRAIN = ["train", "mpsp", "--layers", "1", "--heads", "1", "--d-model", "16", "--d-mlp", "16",
          "--seq-len", "5", "--vocab", "12", "--n-train", "96", "--n-eval", "32",
-         "--eval-every", "5", "--epochs", "1000", "--checkpoint-every", "50", "--seeds", "1",
+         "--eval-every", "5", "--epochs", "400", "--checkpoint-every", "50", "--seeds", "1",
          "--quiet"]
 FLUSHING = ("import sys; from rulelab.train import live_metrics as m; m.FLUSH_SECONDS = 0.0; "
             "m.BUDGET = 0.0; from rulelab.cli import main; sys.argv = ['rulelab', *sys.argv[1:]];"
@@ -117,13 +117,13 @@ def test_a_killed_train_keeps_its_flushed_metrics_and_resumes_exactly(tmp_path, 
                             env=env(), start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
-    try:  # past a few checkpoints (every 50 epochs), long before the end (1000)
+    try:  # past a few checkpoints (every 50 epochs), long before the end (400)
         while flushed_epoch(lab) < 120 and time.monotonic() < deadline:
             assert proc.poll() is None, proc.stderr.read()
             time.sleep(0.05)
         loaded = rulelab.load(lab)  # read while the process trains
         assert set(loaded.runs["status"]) == {"running"}
-        assert 120 <= loaded.metrics["epoch"].max() < 1000
+        assert 120 <= loaded.metrics["epoch"].max() < 400
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -136,7 +136,7 @@ def test_a_killed_train_keeps_its_flushed_metrics_and_resumes_exactly(tmp_path, 
     res = run_main(["show", rid[:6], "--lab", lab], capsys, monkeypatch)
     assert res.returncode == 0, res.stderr
     assert (f"running (interrupted: no sweep holds the lab; re-run its sweep to resume it); "
-            f"metrics through epoch {last} of 1000") in res.stdout
+            f"metrics through epoch {last} of 400") in res.stdout
     assert "checkpoint (resumes from it)" in res.stdout
     for target in (lab, whole):  # resume the killed lab; train another without a kill
         done = subprocess.run([*map(str, [sys.executable, "-m", "rulelab.cli", *TRAIN,
@@ -157,10 +157,13 @@ def test_the_flush_waits_its_interval_and_its_cost_budget(monkeypatch):
         calls.append(now[0])
         now[0] += 0.25  # a flush that takes 0.25 s: the next one waits 50 × 0.25 = 12.5 s
 
-    assert flush.maybe(write) and calls == [100.0]  # the first evaluation at once
-    now[0] = 100.25 + 12.4
+    now[0] = 104.9  # the first flush waits FLUSH_SECONDS from the chunk's start too
     assert not flush.maybe(write)
-    now[0] = 100.25 + 12.5
+    now[0] = 100.0 + live_metrics.FLUSH_SECONDS
+    assert flush.maybe(write) and calls == [105.0]
+    now[0] = 105.25 + 12.4
+    assert not flush.maybe(write)
+    now[0] = 105.25 + 12.5
     assert flush.maybe(write) and len(calls) == 2
     flush.written()  # a checkpoint wrote them: the interval restarts from now
     now[0] += 9.9
