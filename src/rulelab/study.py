@@ -146,6 +146,11 @@ class Invariant:
     kept: bool  # whether this scale keeps it (True where it could not be measured)
     measured: bool = True  # False: the lab holds nothing to measure it on (e.g. no curves yet)
 
+    @property
+    def mark(self) -> str:
+        """✓ kept, ✗ broken, ? not measured (nothing in the lab to measure it on yet)."""
+        return "✗" if not self.kept else "✓" if self.measured else "?"
+
 
 @dataclass(frozen=True)
 class Calibration:

@@ -29,7 +29,6 @@ def scale_map_cmd(
     figure with the reading at each scale (95% Wilson intervals or seed ranges)."""
     from rulelab.report.scale_map import (
         claim_sentence,
-        invariant_mark,
         lab_path,
         open_scales,
         read_claims,
@@ -70,7 +69,7 @@ def scale_map_cmd(
         say("\nwhat each scale keeps of the paper's setting (✗: a claim needing it reads "
             "'not testable at this scale'):", markup=False, highlight=False)
         for scale, held in invariants.items():
-            marks = "; ".join(f"{i.label} {i.value} {invariant_mark(i)}" for i in held)
+            marks = "; ".join(f"{i.label} {i.value} {i.mark}" for i in held)
             say(f"  {scale}: {marks}", markup=False, highlight=False)
     for claim, reading in read:
         say("")

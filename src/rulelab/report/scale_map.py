@@ -215,11 +215,6 @@ def _status_table(scales: Mapping[str, ScaleLab],
     return (f"<table><tr><th>claim</th>{head}</tr>{rows}</table>" if read else "")
 
 
-def invariant_mark(i: Invariant) -> str:
-    """✓ kept, ✗ broken, ? not measured (nothing in the lab to measure it on yet)."""
-    return "✗" if not i.kept else "✓" if i.measured else "?"
-
-
 def _invariant_table(invariants: Mapping[str, tuple[Invariant, ...]]) -> str:
     """Invariants × scales beside the paper's value and the range a fair scale keeps."""
     first = next((v for v in invariants.values() if v), ())
@@ -232,7 +227,7 @@ def _invariant_table(invariants: Mapping[str, tuple[Invariant, ...]]) -> str:
         for values in invariants.values():
             i = values[k] if k < len(values) else None
             cells.append("<td></td>" if i is None else
-                         f"<td>{html.escape(i.value)} {invariant_mark(i)}</td>")
+                         f"<td>{html.escape(i.value)} {i.mark}</td>")
         rows.append(f"<tr><td>{html.escape(inv.label)}</td><td>{html.escape(inv.paper)}</td>"
                     f"<td>{html.escape(inv.allowed)}</td>{''.join(cells)}</tr>")
     return ("<p>What each scale keeps of the paper's setting (✗: broken; a claim that needs it "

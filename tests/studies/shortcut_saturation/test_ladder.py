@@ -108,6 +108,7 @@ def test_the_regime_reads_the_shortcut_phase_from_the_curves():
     regime = _regime(runs, memorizing)
     assert (regime.value, regime.kept, regime.measured) == \
         ("0 of 4 (median peak agreement 0.88)", False, True)
+    assert regime.mark == "✗"
     # the shortcut phase in two of the four (val 99.5%, adv 0.4% at epoch 200): half is enough
     shortcut = pd.concat([memorizing, _curves([(r, 200, .995, .004) for r in imbalanced[:2]])])
     assert reached_shortcut_phase(runs.set_index("run_id", drop=False).loc[imbalanced],
@@ -135,5 +136,6 @@ def test_the_regime_reads_the_shortcut_phase_from_the_curves():
 def test_without_curves_the_regime_is_not_measured_and_gates_nothing():
     regime = _regime(recipe_runs("ladder-2k"), None)
     assert (regime.kept, regime.measured) == (True, False)
+    assert regime.mark == "?"  # printed so, neither ✓ nor ✗
     only_chance = recipe_runs("ladder-2k").query("ratio == 0.5")
     assert _regime(only_chance, _curves([])).value == "no imbalanced runs"

@@ -204,17 +204,13 @@ def invariants(runs: pd.DataFrame, metrics: pd.DataFrame | None = None
     )
 
 
-def _mark(i: Invariant) -> str:
-    return "✗" if not i.kept else "✓" if i.measured else "?"
-
-
 def describe_invariants(runs: pd.DataFrame, metrics: pd.DataFrame | None = None) -> str:
     """One line per invariant: this lab's value beside the paper's and the fair range, and
     whether it is kept — what a reader needs to know before reading the rates as a test."""
     held = invariants(runs, metrics)
     if not held:
         return ""
-    lines = [f"{_mark(i)} {i.label}: {i.value} (paper {i.paper}"
+    lines = [f"{i.mark} {i.label}: {i.value} (paper {i.paper}"
              + (f", fair {i.allowed}" if i.allowed not in ("same", i.paper) else "") + ")"
              for i in held]
     kept = all(i.kept for i in held)
