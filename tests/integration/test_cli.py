@@ -6,7 +6,7 @@
 - a corrupt ``registry.sqlite`` or a missing lab is reported the same way and left untouched.
 
 Every CLI start imports torch (~2-3 s on a small CPU), so the many bad-input cases are run by
-one driver process that imports ``rulelab.cli`` once and forks a fresh child per case: each
+one driver process that imports ``rulelab.cli`` and torch once and forks a child per case: each
 child runs the real entry point :func:`rulelab.cli.main` with its own ``sys.argv``, its own
 stdout/stderr file descriptors and its own exit status, exactly like ``rulelab …``. A few cases
 are also run through the installed ``rulelab`` script to check that the two agree.
@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from forked_cli import SWEEP_MODULES
 
 TINY = [
     "--seq-len", "4", "--vocab", "8", "--n-train", "64", "--n-eval", "32",
@@ -69,7 +71,10 @@ def cli(*args: str | os.PathLike, cwd: Path) -> subprocess.CompletedProcess:
 _DRIVER = r"""
 import json, os, sys, tempfile, traceback
 cases = json.load(sys.stdin)
-import rulelab.cli as cli  # the expensive imports (torch, pandas, …) happen once, here
+import importlib
+import rulelab.cli as cli
+for name in sys.argv[1:]:  # the expensive lazy imports (torch, …) happen once, here
+    importlib.import_module(name)
 results = []
 for argv in cases:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -114,8 +119,8 @@ def cli_batch(cases: list[list[str]], *, cwd: Path) -> list[subprocess.Completed
     if not hasattr(os, "fork"):  # no fork: one fresh interpreter per case (slower, same result)
         return [cli(*argv, cwd=cwd) for argv in argvs]
     proc = subprocess.run(
-        [sys.executable, "-c", _DRIVER], input=json.dumps(argvs), cwd=cwd, env=_env(),
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", _DRIVER, *SWEEP_MODULES], input=json.dumps(argvs), cwd=cwd,
+        env=_env(), capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, f"driver failed:\n{proc.stderr}"
     return [

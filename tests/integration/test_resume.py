@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 
+EPOCHS = 200
 ARGS = ["train", "mpsp", "--layers", "1", "--heads", "1", "--d-model", "16", "--d-mlp", "32",
-        "--seq-len", "5", "--vocab", "12", "--n-train", "512", "--n-eval", "64",
-        "--ratio", "0.6", "0.9", "--seeds", "2", "--epochs", "400", "--eval-every", "5",
-        "--checkpoint-every", "20", "--track", "gradients", "--track-every", "log", "--quiet"]
+        "--seq-len", "5", "--vocab", "12", "--n-train", "256", "--n-eval", "64",
+        "--ratio", "0.6", "0.9", "--seeds", "2", "--epochs", str(EPOCHS), "--eval-every", "5",
+        "--checkpoint-every", "40", "--track", "gradients", "--track-every", "20", "--quiet"]
 
 
 def _cli(lab: Path) -> list[str]:
@@ -44,11 +45,11 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     partial = _metrics(killed)
-    assert partial["epoch"].max() < 400  # it really was interrupted
+    assert partial["epoch"].max() < EPOCHS  # it really was interrupted
 
     subprocess.run(_cli(killed), check=True, env=_env(), capture_output=True)
     a, b = _metrics(whole), _metrics(killed)
-    assert len(a) == len(b) == 4 * (400 // 5 + 1) * 12  # 10 + shortcut_acc on val, adv
+    assert len(a) == len(b) == 4 * (EPOCHS // 5 + 1) * 12  # 10 + shortcut_acc on val, adv
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     # analyses tracked during training survive the kill the same way
     ga, gb = (_table(lab, "gradients") for lab in (whole, killed))

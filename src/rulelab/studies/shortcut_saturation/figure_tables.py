@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rulelab.studies.shortcut_saturation.rate_figure import config_label
+from rulelab.studies.shortcut_saturation.labels import config_label
 
 CONFIG = ("layers", "heads", "ratio", "weight_decay", "seed")
 

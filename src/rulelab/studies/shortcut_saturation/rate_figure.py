@@ -11,25 +11,8 @@ from matplotlib.ticker import PercentFormatter
 from rulelab.analysis.stats import rate_table, varying_columns
 from rulelab.report.figures import empty_panel, new_figure
 from rulelab.report.views import fmt
+from rulelab.studies.shortcut_saturation.labels import ARCH, config_label
 from rulelab.studies.shortcut_saturation.rates import ADV_ONLY
-
-ARCH = ("layers", "heads")
-# How a config value reads in a legend or title; other columns read "name=value".
-SHORT = {"ratio": "r={}", "weight_decay": "wd={}", "label_mod": "k={}", "shortcut": "{}",
-         "seq_len": "n={}", "vocab": "V={}", "n_train": "N={}", "d_model": "d={}",
-         "lr": "lr={}", "data_seed": "data={}"}
-
-
-def config_label(row: pd.Series, cols: list[str]) -> str:
-    """``"2L·2H r=0.9 wd=0.1"``: architecture first, then the given config columns."""
-    parts = []
-    if all(c in row.index for c in ARCH):
-        parts.append(f"{fmt(row['layers'])}L·{fmt(row['heads'])}H")
-    for c in cols:
-        if c in ARCH or c not in row.index:
-            continue
-        parts.append(SHORT.get(c, c + "={}").format(fmt(row[c])))
-    return " ".join(parts) or "all runs"
 
 
 def rate_vs_ratio(runs: pd.DataFrame, *, paper: dict | None = None) -> Figure:

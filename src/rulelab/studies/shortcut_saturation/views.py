@@ -12,6 +12,7 @@ from __future__ import annotations
 from rulelab.analysis.stats import format_range, format_rate
 from rulelab.report.views import RunsView
 from rulelab.studies.shortcut_saturation import rates
+from rulelab.studies.shortcut_saturation.labels import SHORT, config_label
 from rulelab.studies.shortcut_saturation.paper import (
     PAPER_S,
     cell_paper,
@@ -19,7 +20,6 @@ from rulelab.studies.shortcut_saturation.paper import (
     paper_note,
     run_matches,
 )
-from rulelab.studies.shortcut_saturation.rate_figure import SHORT, config_label
 
 VAL, ADV = "C0", "C3"  # one colour per split, the same in every panel
 
