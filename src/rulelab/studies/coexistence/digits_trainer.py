@@ -76,6 +76,15 @@ class DigitsSummary(ModularSummary):
         self.generalized = bool(metrics["test", "acc"] >= DIGITS_GENERALIZED_ACC)
 
 
+def build_model(configs, data: DigitsEnsembleData) -> EnsembleFeedForward:
+    """The ensemble 3-layer MLP of shape-compatible configs, each member from its seed; its
+    input width is the data's (64 pixels for scikit-learn's digits, the IDX files' for MNIST)."""
+    h = configs[0].hidden
+    model = EnsembleFeedForward(len(configs), [data.train_x.shape[-1], h, h, N_CLASSES],
+                                act=configs[0].activation)
+    return model.init_weights([c.seed for c in configs])
+
+
 class DigitsTrainer(EnsembleTrainerBase):
     """Trains digits runs that share data source and model shape as one ensemble."""
 
@@ -83,10 +92,7 @@ class DigitsTrainer(EnsembleTrainerBase):
         return stack_digits(self.configs, self.device)
 
     def build_model(self) -> EnsembleFeedForward:
-        h = self.cfg.hidden
-        model = EnsembleFeedForward(self.n_members, [self.data.train_x.shape[-1], h, h, N_CLASSES],
-                                    act=self.cfg.activation)
-        return model.init_weights([c.seed for c in self.configs])
+        return build_model(self.configs, self.data)
 
     @torch.no_grad()
     def _scores(self, x: torch.Tensor, *labels: torch.Tensor) -> list[torch.Tensor]:

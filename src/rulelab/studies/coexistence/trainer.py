@@ -124,17 +124,26 @@ class ModularSummary:
         return cls(**d)
 
 
+def build_data(configs, device) -> ModularEnsembleData:
+    """The members' data stacked ``[E, …]`` on ``device`` (trainer and loader, issue 22)."""
+    return stack_modular(configs).to(device)
+
+
+def build_model(configs, data=None) -> EnsembleMLP:
+    """The ensemble MLP of shape-compatible configs, each member from its seed."""
+    c = configs[0]
+    model = EnsembleMLP(len(configs), c.p, c.width, act=c.activation, tied=c.tied, bias=c.bias)
+    return model.init_weights([m.seed for m in configs], c.init)
+
+
 class ModularTrainer(EnsembleTrainerBase):
     """Trains shape-compatible study-M runs (same P, width, φ, optimizer, …) as one ensemble."""
 
     def build_data(self) -> ModularEnsembleData:
-        return stack_modular(self.configs).to(self.device)
+        return build_data(self.configs, self.device)
 
     def build_model(self) -> EnsembleMLP:
-        c = self.cfg
-        model = EnsembleMLP(self.n_members, c.p, c.width, act=c.activation, tied=c.tied,
-                            bias=c.bias)
-        return model.init_weights([m.seed for m in self.configs], c.init)
+        return build_model(self.configs, self.data)
 
     def loss(self, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
         """``[E]`` per-member loss sums of this chunk divided by the batch size (CE or MSE)."""
