@@ -103,9 +103,33 @@ class Task:
     # EnsembleTransformer and a batch of its inputs as tokens [B, n] (no CLS), or None where
     # this run's network has no TransformerLens counterpart; None: the task's never has one
     tl_export: str | None = None
+    # How a run's data and model are built from configs alone (issue 22): the trainer and the
+    # post-hoc loader (:mod:`rulelab.analysis.loading`) call the same two functions, so a
+    # stored run's model is rebuilt with no trainer and no optimizer.
+    # "module:function": f(configs, device) → the members' data stacked on the member axis
+    data_builder: str | None = None
+    # "module:function": f(configs, data) → the ensemble model ``[E, B, …] → [E, B, k]``, each
+    # member initialized from its config's seed (``data``: for a model that reads its input
+    # width from the data)
+    model_builder: str | None = None
 
     def trainer_class(self) -> type:
         return resolve(self.trainer)
+
+    def build_data(self, configs: Sequence, device: Any):
+        """The stacked data of shape-compatible ``configs`` (see :attr:`data_builder`)."""
+        return resolve(self._builder("data_builder"))(configs, device)
+
+    def build_model(self, configs: Sequence, data: Any):
+        """The freshly initialized ensemble model of ``configs`` (:attr:`model_builder`)."""
+        return resolve(self._builder("model_builder"))(configs, data)
+
+    def _builder(self, name: str) -> str:
+        ref = getattr(self, name)
+        if ref is None:
+            raise TypeError(f"task {self.name!r} declares no {name} (rulelab.study.Task): its "
+                            "stored runs cannot be loaded without a trainer")
+        return ref
 
     def view(self):
         return resolve(self.views)

@@ -97,14 +97,14 @@ def test_bad_requests_are_one_line_naming_what_is_there(lab):
 
 def test_model_is_that_member_of_the_trained_ensemble(lab):
     configs = stored_configs(lab.lab, task="mpsp")
-    (trainer,) = load_ensembles(lab.lab, configs)
-    for e, cfg in enumerate(trainer.configs):
+    (loaded,) = load_ensembles(lab.lab, configs)
+    for e, cfg in enumerate(loaded.configs):
         model = lab.model(cfg.run_id)
         assert model.config.run_id == cfg.run_id and model.epoch == 20
-        x = trainer.data.val_x[e]
+        x = loaded.data.val_x[e]
         torch.testing.assert_close(model.data.val_x, x)
         with torch.no_grad():
-            want = trainer.model(trainer.data.val_x)[e]
+            want = loaded.model(loaded.data.val_x)[e]
             logits, cache = model.run_with_cache(x)
         torch.testing.assert_close(model(x), want, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(logits, want, rtol=1e-5, atol=1e-5)

@@ -6,6 +6,7 @@ from rulelab.analysis.loading import load_ensembles, stored_configs
 from rulelab.settings import Settings
 from rulelab.store import Lab
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+from rulelab.studies.shortcut_saturation.evaluate import evaluate
 from rulelab.sweep.driver import run_configs
 from rulelab.train.runner import log_spaced_epochs
 
@@ -25,18 +26,18 @@ def test_reloaded_members_reproduce_their_stored_metrics(tmp_path):
     stored = stored_configs(lab, task="mpsp")
     assert {c.run_id for c in stored} == {c.run_id for c in configs}
     runs = lab.runs().set_index("run_id")
-    (trainer,) = list(load_ensembles(lab, stored))
-    adv = trainer.compute_metrics()["adv", "acc"]
-    for e, c in enumerate(trainer.configs):
+    (loaded,) = list(load_ensembles(lab, stored))  # no trainer: the study's evaluation
+    adv = evaluate(loaded.model, loaded.data, Settings().eval_chunk)["adv", "acc"]
+    for e, c in enumerate(loaded.configs):
         assert float(adv[e]) == runs.loc[c.run_id, "final_adv_acc"]
     # the epoch-0 snapshot is the initialisation: it reproduces the first evaluation
     (at_init,) = list(load_ensembles(lab, stored, epoch=0))
     metrics = lab.read_metrics()
     first = metrics[(metrics.epoch == 0) & (metrics.split == "val") & (metrics.metric == "acc")]
-    val0 = at_init.compute_metrics()["val", "acc"]
+    val0 = evaluate(at_init.model, at_init.data, Settings().eval_chunk)["val", "acc"]
     for e, c in enumerate(at_init.configs):
         assert float(val0[e]) == float(first[first.run_id == c.run_id].value.iloc[0])
-    assert not torch.equal(at_init.model.W_E, trainer.model.W_E)
+    assert not torch.equal(at_init.model.W_E, loaded.model.W_E)
 
 
 def test_second_run_skips_finished_runs(tmp_path):

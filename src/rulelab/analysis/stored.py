@@ -1,7 +1,8 @@
 """Run an ensemble analysis over a lab's stored runs and epochs, and store its table.
 
-Every analysis of :mod:`rulelab.analysis` is a function of one loaded ensemble (a trainer with
-``model`` and ``data``) returning a tidy frame with a ``member`` column; this module maps
+Every analysis of :mod:`rulelab.analysis` is a function of one loaded ensemble (a
+:class:`~rulelab.analysis.loading.LoadedEnsemble`: ``model``, ``data``, ``configs``; no trainer,
+issue 22) returning a tidy frame with a ``member`` column; this module maps
 members to run ids, loops over the requested epochs (final checkpoint or weight snapshots),
 and writes ``analyses/<name>/<key>.parquet`` (DESIGN §3).
 """
@@ -12,12 +13,12 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from rulelab.analysis.loading import load_ensembles, require_runs, stored_configs
+from rulelab.analysis.loading import LoadedEnsemble, load_ensembles, require_runs, stored_configs
 from rulelab.config import stable_hash
 from rulelab.store import Lab, StoreError
 from rulelab.store.checkpoints import checkpoint_path
 
-EnsembleAnalysis = Callable[[object], pd.DataFrame]
+EnsembleAnalysis = Callable[[LoadedEnsemble], pd.DataFrame]
 
 
 def resolve_epochs(lab: Lab, configs: Sequence, which: str) -> list[int | None]:
@@ -92,11 +93,11 @@ def _epochs_text(epochs: list[int], most: int = 12) -> str:
     return ", ".join(map(str, epochs[: most - 1])) + f", …, {epochs[-1]}"
 
 
-def with_run_ids(frame: pd.DataFrame, trainer, epoch: int, columns: Sequence[str] = ()
-                 ) -> pd.DataFrame:
+def with_run_ids(frame: pd.DataFrame, ensemble: LoadedEnsemble, epoch: int,
+                 columns: Sequence[str] = ()) -> pd.DataFrame:
     """Add ``run_id``, ``epoch`` and the member's config ``columns`` that group results."""
     frame = frame.copy()
-    cfgs = trainer.configs
+    cfgs = ensemble.configs
     frame.insert(0, "run_id", [cfgs[int(m)].run_id for m in frame["member"]])
     frame.insert(1, "epoch", int(epoch))
     for col in columns:
@@ -123,15 +124,14 @@ def analyze_stored(
     require_runs(configs, lab, task)
     frames = []
     for epoch, have in plan_epochs(lab, configs, epochs):
-        for i, trainer in enumerate(load_ensembles(lab, have, epoch=epoch,
-                                                   max_members=max_members), 1):
-            frame = with_run_ids(analysis(trainer), trainer, trainer.epoch, columns)
-            key = stable_hash({"runs": [c.run_id for c in trainer.configs],
-                               "epoch": trainer.epoch})
+        for i, ens in enumerate(load_ensembles(lab, have, epoch=epoch,
+                                               max_members=max_members), 1):
+            frame = with_run_ids(analysis(ens), ens, ens.epoch, columns)
+            key = stable_hash({"runs": [c.run_id for c in ens.configs], "epoch": ens.epoch})
             lab.write_table(name, key, frame)
             frames.append(frame)
             if on_step:
-                n = len(trainer.configs)  # one line per ensemble, each named (issue 23)
-                on_step(f"{name}: ensemble {i} ({trainer.configs[0].label()}, {n} "
-                        f"run{'s' if n != 1 else ''}) at epoch {trainer.epoch}")
+                n = ens.n_members  # one line per ensemble, each named (issue 23)
+                on_step(f"{name}: ensemble {i} ({ens.cfg.label()}, {n} "
+                        f"run{'s' if n != 1 else ''}) at epoch {ens.epoch}")
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -1,7 +1,8 @@
 """``lab.model(run_id, epoch=None)``: one stored run's trained model (issue 10).
 
 The run is rebuilt as an ensemble of one (:func:`rulelab.analysis.loading.load_ensembles`, the
-loader the post-hoc analyses use), with its final checkpoint or a weight snapshot, and handed
+loader the post-hoc analyses use: no trainer, no optimizer, issue 22), with its final
+checkpoint or a weight snapshot, and handed
 out as a :class:`~rulelab.models.member.MemberModel`: inputs and activations without the
 member axis, TransformerLens hook names, ``.config``, ``.data`` (the run's data, rebuilt
 deterministically from its config) and ``.epoch``.
@@ -36,9 +37,9 @@ def run_model(lab: Lab, run_id: str, epoch: int | None = None,
                 "the run kept no weight snapshots (train with --snapshots N)")
         raise UserError(f"epoch: {epoch} is not allowed for run {run_id} ({have}); or use "
                         "None for the final checkpoint")
-    (trainer,) = load_ensembles(lab, [cfg], epoch=None if epoch is None else int(epoch),
-                                max_members=1, device=device)
-    model = MemberModel(trainer.model, 0, config=cfg, data=trainer.data)
-    model.epoch = int(trainer.epoch)
+    (ens,) = load_ensembles(lab, [cfg], epoch=None if epoch is None else int(epoch),
+                            max_members=1, device=device)
+    model = MemberModel(ens.model, 0, config=cfg, data=ens.data)
+    model.epoch = ens.epoch
     model.run_id = run_id
     return model.eval()

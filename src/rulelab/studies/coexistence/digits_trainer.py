@@ -26,9 +26,8 @@ import torch
 
 from rulelab.studies.coexistence.digits_task import N_CLASSES, digits_from_config
 from rulelab.studies.coexistence.feedforward import EnsembleFeedForward
-from rulelab.studies.coexistence.trainer import ModularSummary
+from rulelab.studies.coexistence.trainer import ModularSummary, split_metrics
 from rulelab.train.base import EnsembleTrainerBase
-from rulelab.train.per_example import cross_entropy, masked_mean
 
 # A digits run "generalizes" when its final test accuracy is at least this (a 3-layer MLP on
 # clean 8×8 digits reaches ≈ 97%); only used for the runs table.
@@ -76,6 +75,15 @@ class DigitsSummary(ModularSummary):
         self.generalized = bool(metrics["test", "acc"] >= DIGITS_GENERALIZED_ACC)
 
 
+def build_model(configs, data: DigitsEnsembleData) -> EnsembleFeedForward:
+    """The ensemble 3-layer MLP of shape-compatible configs, each member from its seed; its
+    input width is the data's (64 pixels for scikit-learn's digits, the IDX files' for MNIST)."""
+    h = configs[0].hidden
+    model = EnsembleFeedForward(len(configs), [data.train_x.shape[-1], h, h, N_CLASSES],
+                                act=configs[0].activation)
+    return model.init_weights([c.seed for c in configs])
+
+
 class DigitsTrainer(EnsembleTrainerBase):
     """Trains digits runs that share data source and model shape as one ensemble."""
 
@@ -83,40 +91,10 @@ class DigitsTrainer(EnsembleTrainerBase):
         return stack_digits(self.configs, self.device)
 
     def build_model(self) -> EnsembleFeedForward:
-        h = self.cfg.hidden
-        model = EnsembleFeedForward(self.n_members, [self.data.train_x.shape[-1], h, h, N_CLASSES],
-                                    act=self.cfg.activation)
-        return model.init_weights([c.seed for c in self.configs])
+        return build_model(self.configs, self.data)
 
-    @torch.no_grad()
-    def _scores(self, x: torch.Tensor, *labels: torch.Tensor) -> list[torch.Tensor]:
-        """Per label set: per-example loss and correctness, ``[E, N]`` each."""
-        chunk = self.options.eval_chunk
-        logits = torch.cat([self.model(x[:, s : s + chunk]) for s in range(0, x.shape[1], chunk)],
-                           1)  # [E, N, K]
-        pred = logits.argmax(-1)
-        out = []
-        for y in labels:
-            out.append(cross_entropy(logits, y))
-            out.append(pred == y)
-        return out
-
-    @torch.no_grad()
     def compute_metrics(self) -> dict[tuple[str, str], torch.Tensor]:
-        d = self.data
-        loss, correct, loss_true, correct_true = self._scores(d.train_x, d.train_y,
-                                                              d.train_y_true)
-        test_loss, test_correct = self._scores(d.test_x, d.test_y)
-        everyone = torch.ones_like(d.noisy)
-        groups = (("train", everyone, loss, correct), ("train_clean", ~d.noisy, loss, correct),
-                  ("train_noisy", d.noisy, loss, correct),
-                  ("train_noisy_true", d.noisy, loss_true, correct_true),
-                  ("test", torch.ones_like(d.test_y, dtype=torch.bool), test_loss, test_correct))
-        out = {}
-        for split, mask, l_, c_ in groups:
-            out[split, "loss"] = masked_mean(l_.double(), mask)
-            out[split, "acc"] = masked_mean(c_.double(), mask)
-        return {key: v.cpu() for key, v in out.items()}
+        return split_metrics(self.model, self.data, self.options.eval_chunk)  # cross-entropy
 
     def new_summary(self, cfg) -> DigitsSummary:
         return DigitsSummary()

@@ -18,6 +18,7 @@ metrics ``loss`` and ``acc``. A group empty for a member (α = 0) reports NaN.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -28,7 +29,7 @@ from rulelab.studies.coexistence.config import is_eval_step
 from rulelab.studies.coexistence.mlp import EnsembleMLP
 from rulelab.studies.coexistence.modular_task import modular_from_config
 from rulelab.train.base import EnsembleTrainerBase
-from rulelab.train.per_example import cross_entropy, masked_mean
+from rulelab.train.per_example import cross_entropy, masked_mean, scores
 
 # A run generalizes when its test accuracy at the final evaluation is at least this.
 GENERALIZED_ACC = 0.99
@@ -124,17 +125,49 @@ class ModularSummary:
         return cls(**d)
 
 
+@torch.no_grad()
+def split_metrics(model, data, chunk: int, loss: Callable = cross_entropy
+                  ) -> dict[tuple[str, str], torch.Tensor]:
+    """``{(split, "loss" | "acc"): [E]}`` float64 on the CPU for study M's splits (module
+    docstring; the digits trainer's too): masked per-member means of the per-example
+    ``loss(logits, y)`` and correctness, in forwards of ``chunk`` examples per member; NaN
+    where a split is empty for a member."""
+    [(loss_, correct), (loss_true, correct_true)], _ = scores(
+        model, data.train_x, [data.train_y, data.train_y_true], chunk, loss)
+    [(test_loss, test_correct)], _ = scores(model, data.test_x, [data.test_y], chunk, loss)
+    noisy = data.noisy
+    groups = (("train", torch.ones_like(noisy), loss_, correct),
+              ("train_clean", ~noisy, loss_, correct),
+              ("train_noisy", noisy, loss_, correct),
+              ("train_noisy_true", noisy, loss_true, correct_true),
+              ("test", torch.ones_like(data.test_y, dtype=torch.bool), test_loss, test_correct))
+    out = {}
+    for split, mask, l_, c_ in groups:
+        out[split, "loss"] = masked_mean(l_.double(), mask)
+        out[split, "acc"] = masked_mean(c_.double(), mask)
+    return {key: v.cpu() for key, v in out.items()}
+
+
+def build_data(configs, device) -> ModularEnsembleData:
+    """The members' data stacked ``[E, …]`` on ``device`` (trainer and loader, issue 22)."""
+    return stack_modular(configs).to(device)
+
+
+def build_model(configs, data=None) -> EnsembleMLP:
+    """The ensemble MLP of shape-compatible configs, each member from its seed."""
+    c = configs[0]
+    model = EnsembleMLP(len(configs), c.p, c.width, act=c.activation, tied=c.tied, bias=c.bias)
+    return model.init_weights([m.seed for m in configs], c.init)
+
+
 class ModularTrainer(EnsembleTrainerBase):
     """Trains shape-compatible study-M runs (same P, width, φ, optimizer, …) as one ensemble."""
 
     def build_data(self) -> ModularEnsembleData:
-        return stack_modular(self.configs).to(self.device)
+        return build_data(self.configs, self.device)
 
     def build_model(self) -> EnsembleMLP:
-        c = self.cfg
-        model = EnsembleMLP(self.n_members, c.p, c.width, act=c.activation, tied=c.tied,
-                            bias=c.bias)
-        return model.init_weights([m.seed for m in self.configs], c.init)
+        return build_model(self.configs, self.data)
 
     def loss(self, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
         """``[E]`` per-member loss sums of this chunk divided by the batch size (CE or MSE)."""
@@ -143,38 +176,10 @@ class ModularTrainer(EnsembleTrainerBase):
     def is_eval_epoch(self) -> bool:
         return is_eval_step(self.cfg, self.epoch)
 
-    @torch.no_grad()
-    def _per_example(self, x: torch.Tensor, *labels: torch.Tensor) -> list[torch.Tensor]:
-        """``x [E, N, 2]`` and label sets ``[E, N]`` → per label set: loss, correct (``[E, N]``)."""
-        chunk, kind = self.options.eval_chunk, self.cfg.loss
-        parts: list[list[torch.Tensor]] = [[] for _ in range(2 * len(labels))]
-        for s in range(0, x.shape[1], chunk):
-            logits = self.model(x[:, s : s + chunk])  # [E, b, P]
-            pred = logits.argmax(-1)
-            for i, y in enumerate(labels):
-                yb = y[:, s : s + chunk]
-                parts[2 * i].append(per_example_loss(kind, logits, yb))
-                parts[2 * i + 1].append(pred == yb)
-        E = x.shape[0]
-        return [torch.cat(p, 1) if p else torch.zeros(E, 0, device=x.device) for p in parts]
-
-    @torch.no_grad()
     def compute_metrics(self) -> dict[tuple[str, str], torch.Tensor]:
-        d = self.data
-        loss, correct, loss_true, correct_true = self._per_example(d.train_x, d.train_y,
-                                                                   d.train_y_true)
-        noisy = d.noisy
-        groups = (("train", torch.ones_like(noisy), loss, correct),
-                  ("train_clean", ~noisy, loss, correct),
-                  ("train_noisy", noisy, loss, correct),
-                  ("train_noisy_true", noisy, loss_true, correct_true))
-        test_loss, test_correct = self._per_example(d.test_x, d.test_y)
-        test_mask = torch.ones(d.test_y.shape, dtype=torch.bool, device=self.device)
-        out = {}
-        for split, mask, l_, c_ in (*groups, ("test", test_mask, test_loss, test_correct)):
-            out[split, "loss"] = masked_mean(l_.double(), mask)
-            out[split, "acc"] = masked_mean(c_.double(), mask)
-        return {key: v.cpu() for key, v in out.items()}
+        kind = self.cfg.loss
+        return split_metrics(self.model, self.data, self.options.eval_chunk,
+                             lambda logits, y: per_example_loss(kind, logits, y))
 
     def new_summary(self, cfg) -> ModularSummary:
         return ModularSummary()

@@ -14,23 +14,7 @@ from __future__ import annotations
 import torch
 
 from rulelab.studies.shortcut_saturation.data import EnsembleData
-from rulelab.train.per_example import cross_entropy, masked_mean
-
-
-@torch.no_grad()
-def per_example(model, x: torch.Tensor, y: torch.Tensor, chunk: int, *,
-                predictions: bool = False) -> tuple[torch.Tensor, ...]:
-    """``x [E, N, n], y [E, N]`` → per-example loss and correctness, both ``[E, N]`` (and the
-    predicted class ``[E, N]`` when ``predictions``)."""
-    losses, preds = [], []
-    for start in range(0, x.shape[1], chunk):
-        logits = model(x[:, start : start + chunk])  # [E, b, k]
-        yb = y[:, start : start + chunk]
-        losses.append(cross_entropy(logits, yb))
-        preds.append(logits.argmax(-1))
-    pred = torch.cat(preds, 1)
-    out = (torch.cat(losses, 1), pred == y)
-    return (*out, pred) if predictions else out
+from rulelab.train.per_example import masked_mean, scores
 
 
 @torch.no_grad()
@@ -41,7 +25,7 @@ def evaluate(model, data: EnsembleData, chunk: int = 2048) -> dict[tuple[str, st
     ``train`` (the whole training set) is included too: its loss is the training objective.
     """
     out: dict[tuple[str, str], torch.Tensor] = {}
-    loss, correct = per_example(model, data.train_x, data.train_y, chunk)
+    [(loss, correct)], _ = scores(model, data.train_x, [data.train_y], chunk)
     correct = correct.float()
     cons = data.train_consistent
     everything = torch.ones_like(cons)
@@ -50,7 +34,7 @@ def evaluate(model, data: EnsembleData, chunk: int = 2048) -> dict[tuple[str, st
         out[split, "acc"] = masked_mean(correct, mask)
     for split, x, y, s in (("val", data.val_x, data.val_y, data.val_s),
                            ("adv", data.adv_x, data.adv_y, data.adv_s)):
-        loss, correct, pred = per_example(model, x, y, chunk, predictions=True)
+        [(loss, correct)], pred = scores(model, x, [y], chunk)
         out[split, "loss"] = loss.mean(1)
         out[split, "acc"] = correct.float().mean(1)
         if s is not None:

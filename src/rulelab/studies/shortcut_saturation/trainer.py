@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 from rulelab.models.transformer import EnsembleTransformer, TransformerShape
-from rulelab.studies.shortcut_saturation.data import stack_mpsp
+from rulelab.studies.shortcut_saturation.data import EnsembleData, stack_mpsp
 from rulelab.studies.shortcut_saturation.evaluate import evaluate
 from rulelab.studies.shortcut_saturation.summary import MemberSummary, is_legacy
 from rulelab.train.base import EnsembleTrainerBase
 
-__all__ = ["MPSPTrainer", "tl_export"]
+__all__ = ["MPSPTrainer", "build_data", "build_model", "tl_export"]
+
+
+def build_data(configs, device) -> EnsembleData:
+    """The members' MPSP data stacked ``[E, …]`` on ``device`` (trainer and loader, issue 22)."""
+    return stack_mpsp(configs).to(device)
+
+
+def build_model(configs, data=None) -> EnsembleTransformer:
+    """The ensemble transformer of shape-compatible configs, each member from its seed."""
+    return EnsembleTransformer(TransformerShape.of(configs[0]), len(configs)).init_weights(
+        [c.seed for c in configs])
 
 
 def tl_export(model):
@@ -19,13 +30,11 @@ def tl_export(model):
 class MPSPTrainer(EnsembleTrainerBase):
     """Trains shape-compatible MPSP runs as one ensemble."""
 
-    def build_data(self):
-        return stack_mpsp(self.configs).to(self.device)
+    def build_data(self) -> EnsembleData:
+        return build_data(self.configs, self.device)
 
     def build_model(self) -> EnsembleTransformer:
-        return EnsembleTransformer(TransformerShape.of(self.cfg), self.n_members).init_weights(
-            [c.seed for c in self.configs]
-        )
+        return build_model(self.configs, self.data)
 
     def compute_metrics(self):
         return evaluate(self.model, self.data, self.options.eval_chunk)

@@ -78,3 +78,9 @@ def stack_parity(configs) -> ParityEnsembleData:
         data.train_x = _stacked_bits(configs, c0.n_train, TRAIN_STREAM)
         data.train_y = member_parity(data.train_x, support)
     return data
+
+
+def build_data(configs, device) -> ParityEnsembleData:
+    """:func:`stack_parity` on ``device``: the trainer's data and the post-hoc loader's
+    (issue 22)."""
+    return stack_parity(configs).to(device)

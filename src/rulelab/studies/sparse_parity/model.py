@@ -112,8 +112,9 @@ class ParityTransformer(HookedEnsemble):
         return logits[..., 1] - logits[..., 0]
 
 
-def build_model(configs) -> nn.Module:
-    """The ensemble model of shape-compatible configs, each member from its own seed."""
+def build_model(configs, data=None) -> nn.Module:
+    """The ensemble model of shape-compatible configs, each member from its own seed (the
+    trainer's and the post-hoc loader's, issue 22; ``data`` is not read)."""
     c = configs[0]
     seeds, scales = [m.seed for m in configs], [m.init_scale for m in configs]
     if c.model == "mlp":

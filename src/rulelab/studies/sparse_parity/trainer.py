@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from rulelab.studies.sparse_parity.data import ParityEnsembleData, fresh_batch, stack_parity
+from rulelab.studies.sparse_parity.data import ParityEnsembleData, build_data, fresh_batch
 from rulelab.studies.sparse_parity.hidden_null import NullBand, null_subsets
 from rulelab.studies.sparse_parity.metrics import (
     characters,
@@ -44,10 +44,10 @@ class SparseParityTrainer(EnsembleTrainerBase):
     """Trains shape-compatible sparse-parity runs (same n, k, model shape, optimizer, batch)."""
 
     def build_data(self) -> ParityEnsembleData:
-        return stack_parity(self.configs).to(self.device)
+        return build_data(self.configs, self.device)
 
     def build_model(self) -> torch.nn.Module:
-        model = build_model(self.configs)
+        model = build_model(self.configs, self.data)
         W1 = model.first_layer()
         self.w1_init = None if W1 is None else W1.detach().clone().to(self.device)
         self.null_band = None if W1 is None else NullBand(torch.stack([torch.from_numpy(

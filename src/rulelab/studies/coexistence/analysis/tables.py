@@ -1,7 +1,8 @@
 """Study M analyses as tidy tables over one loaded ensemble (SPEC M.4.3–M.4.5).
 
-Each ``*_table(tr)`` takes a :class:`.trainer.ModularTrainer` (or anything with
-``model`` — an :class:`~rulelab.studies.coexistence.mlp.EnsembleMLP` — ``data`` — a
+Each ``*_table(tr)`` takes a loaded ensemble (:class:`rulelab.analysis.loading.LoadedEnsemble`,
+or the live :class:`.trainer.ModularTrainer` when tracked; anything with ``model`` — an
+:class:`~rulelab.studies.coexistence.mlp.EnsembleMLP` — ``data`` — a
 :class:`.trainer.ModularEnsembleData` — and optionally ``configs``) and returns a
 long frame with a ``member`` column, ready for :func:`rulelab.analysis.stored.analyze_stored`.
 Every network is scored with the model's own activation (``model.act``) unless it is the swap.

@@ -29,12 +29,12 @@ BAND = 0.975  # the band's quantile: random heads above it are the false-positiv
 def random_head_scores(cfg, n_members: int = 32, n: int = 256, seed: int = 0) -> np.ndarray:
     """``ov_probe_acc`` of every head of ``n_members`` freshly initialized models of ``cfg``'s
     shape, on ``n`` of ``cfg``'s val sequences → ``[n_members · layers · heads]``."""
-    from rulelab.models.transformer import EnsembleTransformer, TransformerShape
     from rulelab.studies.shortcut_saturation.analysis.circuits import fingerprints
     from rulelab.studies.shortcut_saturation.dataset import splits
+    from rulelab.studies.shortcut_saturation.trainer import build_model
 
-    model = EnsembleTransformer(TransformerShape.of(cfg), n_members).init_weights(
-        [10_000 + seed * n_members + i for i in range(n_members)])  # seeds no run uses
+    seeds = [10_000 + seed * n_members + i for i in range(n_members)]  # seeds no run uses
+    model = build_model([cfg.model_copy(update={"seed": s}) for s in seeds])  # the runs' builder
     x = torch.tensor(splits(cfg)["val"].x[:n], dtype=torch.long)
     with torch.no_grad():
         frame = fingerprints(model, x.unsqueeze(0).expand(n_members, -1, -1).contiguous())

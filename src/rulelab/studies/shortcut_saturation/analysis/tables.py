@@ -1,6 +1,8 @@
 """Study S analyses as tidy tables over one loaded ensemble (SPEC S.4.4–S.4.5).
 
-Glue between the tensor-level analyses and the store: choose the examples (adv sequences and
+Glue between the tensor-level analyses and the store, over one ensemble ``ens`` (a
+:class:`rulelab.analysis.loading.LoadedEnsemble`, or the live trainer when tracked: ``model``,
+``data``, ``cfg``, ``n_members``, ``device``): choose the examples (adv sequences and
 their aligned twins; held-out val sequences for fingerprints), run one batched call over all
 members, and flatten the ``[E, …]`` grids to one row per member × cell.
 """
@@ -19,31 +21,31 @@ from rulelab.studies.shortcut_saturation.analysis.saturation import known, satur
 from rulelab.studies.shortcut_saturation.analysis.twins import aligned_twins
 
 
-def twin_batch(trainer, n: int = 256, seed: int = 0) -> tuple[torch.Tensor, ...]:
+def twin_batch(ens, n: int = 256, seed: int = 0) -> tuple[torch.Tensor, ...]:
     """The first ``n`` adv sequences of each member that have an aligned twin: ``[E, n, seq]``.
 
     ``n`` shrinks to the smallest count of valid twins over members (they share shapes).
     """
-    cfg, data = trainer.cfg, trainer.data
+    cfg, data = ens.cfg, ens.data
     origs, twins = [], []
-    for e in range(trainer.n_members):
+    for e in range(ens.n_members):
         x = data.adv_x[e].cpu().numpy()
         twin, ok = aligned_twins(x, cfg.label_mod, cfg.shortcut, cfg.vocab,
                                  np.random.default_rng(seed))
         origs.append(x[ok])
         twins.append(twin[ok])
     n = min(n, *(len(o) for o in origs))
-    stack = lambda arrs: torch.from_numpy(np.stack([a[:n] for a in arrs])).to(trainer.device)  # noqa: E731
+    stack = lambda arrs: torch.from_numpy(np.stack([a[:n] for a in arrs])).to(ens.device)  # noqa: E731
     x_orig, x_twin = stack(origs), stack(twins)
     y = (x_orig.sum(-1) % cfg.label_mod).long()
     return x_orig, x_twin, y
 
 
-def patching_table(trainer, n: int = 256) -> pd.DataFrame:
+def patching_table(ens, n: int = 256) -> pd.DataFrame:
     """Rows ``member, kind, layer, pos, head, value`` (``pos``/``head`` −1 where pooled)."""
-    x_orig, x_twin, y = twin_batch(trainer, n)
+    x_orig, x_twin, y = twin_batch(ens, n)
     with torch.no_grad():
-        grids = patch_grid(trainer.model, x_orig, x_twin, y, kind=trainer.cfg.shortcut)
+        grids = patch_grid(ens.model, x_orig, x_twin, y, kind=ens.cfg.shortcut)
     rows = []
     for kind, grid in grids.items():
         if kind.startswith("ld_"):
@@ -75,10 +77,10 @@ def patching_summary(frame: pd.DataFrame, runs: pd.DataFrame | None,
     return out.reset_index()
 
 
-def fingerprint_table(trainer, n: int = 1024) -> pd.DataFrame:
+def fingerprint_table(ens, n: int = 1024) -> pd.DataFrame:
     """Per head: QK ρ, attention on x₁, OV parity ρ — measured on held-out val sequences."""
     with torch.no_grad():
-        return fingerprints(trainer.model, trainer.data.val_x[:, :n])
+        return fingerprints(ens.model, ens.data.val_x[:, :n])
 
 
 GRADIENT_COLUMNS = ("cos", "amplification", "odds", "eps", "example_norm_plus",
