@@ -137,8 +137,8 @@ def train_recipe(task, ex: dict, values: dict):
                         snapshots=ex["snapshots"], track=track, track_every=ex["track_every"],
                         quiet=ex["quiet"], allow_engine_change=ex["allow_engine_change"])
     options.check_experiment(ex["experiment"])
+    # every run is built here, once, and validated (one line naming the flag) before any write
     recipe = recipe_from_flags(task.name, ex["experiment"], base, grid, seeds, settings)
-    recipe.configs()  # every run is validated (one line naming the flag) before any write
     check_recipe(recipe, settings)
     return recipe, settings
 

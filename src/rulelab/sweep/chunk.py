@@ -1,11 +1,13 @@
 """The unit of work every executor runs: one chunk (DESIGN §4, "the same chunk spec runs
 unchanged on both executors").
 
-A :class:`ChunkSpec` is plain data (flat configs, the lab path, the execution
-:class:`~rulelab.settings.Settings`), so it pickles
-to a Ray worker as easily as it runs in-process. :func:`run_chunk` loads each run's checkpoint
-from the lab's files, trains, writes checkpoints and metrics through :class:`LabFiles`, and
-returns one :class:`RunOutcome` per run. It never touches the registry: the driver does.
+A :class:`ChunkSpec` is plain data (the runs' config objects, the lab path, the execution
+:class:`~rulelab.settings.Settings`), so it pickles to a Ray worker as easily as it runs
+in-process. The configs are the ones the recipe built (frozen pydantic models: pickling is their
+one serialized form on the way to a worker), never rebuilt from a flat dict (issue 22).
+:func:`run_chunk` loads each run's checkpoint from the lab's files, trains, writes checkpoints
+and metrics through :class:`LabFiles`, and returns one :class:`RunOutcome` per run. It never
+touches the registry: the driver does.
 
 Faults:
 - a member whose loss goes non-finite is frozen and failed by the trainer, its chunk goes on;
@@ -25,7 +27,6 @@ from pathlib import Path
 from rulelab.settings import Settings
 from rulelab.store import StoreError, checkpoints, metrics, tables
 from rulelab.store.lab import Lab
-from rulelab.study_registry import config_from_flat
 
 
 @dataclass(frozen=True)
@@ -33,14 +34,14 @@ class ChunkSpec:
     """Everything a worker needs to train one chunk (picklable, no open handles)."""
 
     index: int
-    configs: tuple[dict, ...]  # flat run configs
+    configs: tuple  # the runs' config objects, as the recipe built them
     lab: str  # lab directory (shared by driver and workers)
     settings: Settings = Settings()
     label: str = ""
 
     @property
     def run_ids(self) -> list[str]:
-        return [config_from_flat(f).run_id for f in self.configs]
+        return [c.run_id for c in self.configs]
 
 
 @dataclass
@@ -101,8 +102,7 @@ def run_chunk(spec: ChunkSpec, progress=None) -> list[RunOutcome]:
 
     if spec.settings.threads:
         torch.set_num_threads(spec.settings.threads)
-    configs = [config_from_flat(f) for f in spec.configs]
-    return _train(configs, LabFiles(spec.lab), spec, progress)
+    return _train(list(spec.configs), LabFiles(spec.lab), spec, progress)
 
 
 def run_chunk_plain(spec: ChunkSpec) -> list[dict]:

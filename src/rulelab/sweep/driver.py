@@ -102,7 +102,7 @@ def restart(lab: Lab, unusable: dict[str, str]) -> list[str]:
 
 
 def chunk_specs(plan: Plan, lab: Lab, settings: Settings) -> list[ChunkSpec]:
-    return [ChunkSpec(index=c.index, configs=tuple(cfg.flat() for cfg in c.configs),
+    return [ChunkSpec(index=c.index, configs=tuple(c.configs),
                       lab=str(lab.root), settings=settings, label=f"{c.label} × {len(c.configs)}")
             for c in plan.chunks]
 
