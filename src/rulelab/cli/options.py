@@ -21,9 +21,6 @@ from rulelab.errors import UserError
 LabOpt = typer.Option(None, "--lab", help="Lab directory (default $RULELAB_HOME or ./rulelab-runs)")
 EpochsOpt = typer.Option("final", "--epochs",
                          help="final, all (every stored snapshot), or a comma list of epochs")
-DEVICE_HELP = "cpu, cuda, cuda:N or mps: one torch can use on this machine"
-QUIET_HELP = ("no progress output (a bar on a terminal; else a line every "
-              "$RULELAB_PROGRESS_SECONDS, default 30 s)")
 PATH_FLAGS = ("--lab", "--out")  # and each task's path fields (Task.path_fields)
 EXPERIMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}")  # as recipe names
 DEVICE = re.compile(r"cpu|cuda(:\d+)?|mps")
