@@ -183,6 +183,26 @@ def walk_line(name: str, t: Tracer) -> str:
             f"{', '.join(carriers)}")
 
 
+def lab_lines(hops: dict[tuple[str, str], set[str]], command: str) -> str:
+    """The lab's walk, split where it enters the store's own package (rulelab/store/: the
+    destination, whose file primitives take a folder's path)."""
+    out = []
+    for where, inside in (("to the store", False), ("inside the store", True)):
+        part = {h: f for h, f in hops.items()
+                if h[0].startswith(os.path.join("rulelab", "store")) == inside}
+        files = sorted({f for f, _ in part})
+        forms = sorted(set().union(*part.values()))
+        out.append(f"lab path ({command}), {where}: {len(files)} files, {len(part)} hops, "
+                   f"{len(forms)} forms: {'; '.join(forms)}\n    files: {', '.join(files)}")
+        if not inside:
+            by_form = {}
+            for (f, fn), fs in sorted(part.items()):
+                for form in fs:
+                    by_form.setdefault(form, []).append(f"{f.removeprefix('rulelab/')}:{fn}")
+            out += [f"    {form}: {', '.join(v)}" for form, v in sorted(by_form.items())]
+    return "\n".join(out)
+
+
 def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory() as tmp:
@@ -194,11 +214,7 @@ def main() -> None:
                        "--lab", str(lab)], lab)
             print(walk_line(f"{study} --weight-decay", t))
             if study == "shortcut-saturation":
-                files = sorted({f for f, _ in t.lab_hops})
-                forms = sorted(set().union(*t.lab_hops.values()))
-                lab_line = (f"lab path (train {task} --lab): {len(files)} files, "
-                            f"{len(t.lab_hops)} hops, {len(forms)} forms: {'; '.join(forms)}\n"
-                            f"    files: {', '.join(files)}")
+                lab_line = lab_lines(t.lab_hops, f"train {task} --lab")
             recipe = Path(tmp, f"{task}.yaml")
             base = ", ".join(f"{k}: {v}" for k, v in {**values, "weight_decay": WD}.items())
             recipe.write_text(f"experiment: walk-{task}\ntask: {task}\nbase: {{{base}}}\n")

@@ -39,6 +39,7 @@ def train(task: str | None = None, recipe: str | Path | None = None, *,
     the lab loaded (:func:`rulelab.load`)."""
     from rulelab.api.loaded_lab import load
     from rulelab.cli.execute import as_keys, execute
+    from rulelab.store import LabDir
 
     try:
         if recipe is None:
@@ -48,8 +49,8 @@ def train(task: str | None = None, recipe: str | Path | None = None, *,
             the_recipe, settings = _from_config(task, lab, config)
         else:
             the_recipe, settings = _from_recipe(task, recipe, overrides, config)
-        the_lab, _ = execute(the_recipe, settings, None if lab is None else Path(lab),
-                             command="train", interleave_seeds=recipe is not None)
+        the_lab, _ = execute(the_recipe, settings, LabDir.at(lab), command="train",
+                             interleave_seeds=recipe is not None)
     except UserError as e:
         raise UserError(as_keys(str(e))) from None
     return load(the_lab)

@@ -68,7 +68,7 @@ def reproduce(study, scale, out, lab, flags: dict, *, overrides=()) -> None:
     settings = settings_from_flags(recipe.execution, flags, trackers=task(recipe.task).trackers,
                                    task=recipe.task)
     check_recipe(recipe, settings)
-    lab = lab or Path("rulelab-runs") / name
+    lab = options.lab_dir(lab or Path("rulelab-runs") / name)
     t0 = time.perf_counter()
     the_lab, _ = execute(recipe, settings, lab, command="reproduce")
     train_seconds = time.perf_counter() - t0
@@ -78,7 +78,7 @@ def reproduce(study, scale, out, lab, flags: dict, *, overrides=()) -> None:
                                               settings.device, console, train_seconds))
     except StoreError as e:  # reading the lab back or writing the report
         raise UserError(str(e)) from None
-    for line in next_steps(study, the_lab.root, out):
+    for line in next_steps(study, the_lab, out):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 

@@ -92,6 +92,7 @@ def sweep(recipe: Path, overrides: list[str] | None, lab: Path | None, dry_run: 
         _dry_run(the_recipe, recipe, settings, lab, console, describe_plan, make_plan, speed)
         return
     runner = _executor(executor, address, device, cpus_per_chunk, gpus_per_chunk)
+    lab = options.lab_dir(lab)
     options.check_lab_path(lab)
     try:
         if executor == "ray":
@@ -144,7 +145,7 @@ def parse_overrides(items: list[str] | None) -> list:
 def _dry_run(the_recipe, recipe, settings, lab, console, describe_plan, make_plan, speed):
     from rulelab.store import StoreError
 
-    existing = options.existing_lab(lab)
+    existing = options.existing_lab(options.lab_dir(lab))
     try:
         plan = make_plan(the_recipe, existing, settings)
     except StoreError as e:  # e.g. a damaged checkpoint met while reading resume epochs

@@ -87,7 +87,7 @@ def train(task, ex: dict, values: dict) -> None:
     from rulelab.cli.execute import execute, print_results
 
     recipe, settings = train_recipe(task, ex, values)
-    the_lab, result = execute(recipe, settings, ex["lab"], command="train")
+    the_lab, result = execute(recipe, settings, options.lab_dir(ex["lab"]), command="train")
     print_results(the_lab, recipe, result)
 
 
