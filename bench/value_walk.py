@@ -66,6 +66,7 @@ class Tracer:
         self.stacks: list[list[tuple[str, str]]] = []  # config builds and the optimizer
         self.builds = 0
         self.optimizer_seen = False
+        self.worker_gets = ""  # what the worker's run_chunk receives the run's config as
         self.lab_hops: dict[tuple[str, str], set[str]] = {}
         self.wd_hops: dict[tuple[str, str], set[str]] = {}  # every function receiving it
 
@@ -99,6 +100,9 @@ class Tracer:
                 and not self.optimizer_seen and _holds_wd(frame.f_locals.get("weight_decay"))):
             self.optimizer_seen = True
             self.stacks.append(self.stack(frame))
+        if code.co_name == "run_chunk" and not self.worker_gets:
+            configs = getattr(frame.f_locals.get("spec"), "configs", None) or [None]
+            self.worker_gets = type(configs[0]).__name__
         n_args = code.co_argcount + code.co_kwonlyargcount
         for name in code.co_varnames[:n_args]:
             value = frame.f_locals.get(name)
@@ -177,8 +181,9 @@ def walk_line(name: str, t: Tracer) -> str:
     files = sorted({f for f, _ in hops})
     touched = sorted({f for f, _ in t.wd_hops})
     carriers = sorted(set().union(*t.wd_hops.values()))
-    return (f"{name}: {len(files)} files, {len(hops)} hops, {t.builds} config builds; "
-            f"optimizer reached: {t.optimizer_seen}\n    files: {', '.join(files)}\n"
+    return (f"{name}: {len(files)} files, {len(hops)} hops, {t.builds} config builds, the "
+            f"worker gets a {t.worker_gets}; optimizer reached: {t.optimizer_seen}\n"
+            f"    files: {', '.join(files)}\n"
             f"    functions receiving it: {len(t.wd_hops)} in {len(touched)} files, held by "
             f"{', '.join(carriers)}")
 
