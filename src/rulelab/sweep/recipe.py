@@ -26,7 +26,6 @@ objects, and the planner, the driver, the chunk specs and the worker pass those 
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from collections.abc import Sequence
@@ -276,29 +275,15 @@ def _execution(data: dict, lines: Lines, task: str) -> Settings:
 
 def _build_runs(cls, base: dict, grids: tuple[dict, ...], seeds: tuple[int, ...], data: dict,
                 lines: Lines) -> tuple:
-    """Every run (cells in file order, duplicates across sub-grids dropped, × seeds; runs that
-    coincide once), as :func:`rulelab.grid.expand` orders them — built here, the one time a
-    recipe's configs are built, so a bad value points at its line before any work."""
+    """Every run, built once by :func:`rulelab.grid.expand` (the one time a recipe's configs
+    are built), a bad value pointing at its line before any work."""
     listed = isinstance(data.get("grid"), list)
-    runs: dict[str, object] = {}
-    seen: set[str] = set()
-    for g, grid in enumerate(grids):
-        names = list(grid)
-        for values in itertools.product(*(grid[n] for n in names)):
-            cell = dict(zip(names, values, strict=True))
-            if (key := repr(sorted(cell.items()))) in seen:  # as rulelab.grid.cells
-                continue
-            seen.add(key)
-            for seed in seeds:
-                try:
-                    cfg = cls(**{**base, **cell, "seed": seed})
-                except ValidationError as err:
-                    raise _run_error(err, g, grid, cell, base, listed, lines) from None
-                runs.setdefault(cfg.run_id, cfg)
+    runs = expand(cls, base, grids, seeds, on_error=lambda err, g, cell: _run_error(
+        err, g, grids[g], cell, base, listed, lines))
     for seed in seeds:
         if seed >= 2**31:
             raise lines.error(("seeds",), f"{seed} is not allowed; seeds must be < 2**31")
-    return tuple(runs.values())
+    return tuple(runs)
 
 
 def _run_error(err: ValidationError, g: int, grid: dict, cell: dict, base: dict, listed: bool,
