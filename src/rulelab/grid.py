@@ -9,7 +9,9 @@ axes' product), and runs that coincide (same config, same run id) appear once.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+
+from pydantic import ValidationError
 
 from rulelab.config.base import ConfigError, make_config
 
@@ -61,30 +63,46 @@ def seed_range_problem(cls, start: int, count: int) -> str | None:
             f"{top - start + 1:,} seed(s) from {start}")
 
 
-def cells(grids: Sequence[Mapping[str, Sequence]]) -> list[dict]:
-    """Grid points (without the seed), in order; duplicates across sub-grids dropped."""
+def indexed_cells(grids: Sequence[Mapping[str, Sequence]]) -> list[tuple[int, dict]]:
+    """``(sub-grid index, grid point)`` in order; a point already given by an earlier
+    sub-grid is dropped."""
     out, seen = [], set()
-    for grid in grids:
+    for g, grid in enumerate(grids):
         names = list(grid)
         for values in itertools.product(*(grid[n] for n in names)):
             cell = dict(zip(names, values, strict=True))
             key = repr(sorted(cell.items()))
             if key not in seen:
                 seen.add(key)
-                out.append(cell)
+                out.append((g, cell))
     return out
 
 
+def cells(grids: Sequence[Mapping[str, Sequence]]) -> list[dict]:
+    """Grid points (without the seed), in order; duplicates across sub-grids dropped."""
+    return [cell for _, cell in indexed_cells(grids)]
+
+
 def expand(cls, base: Mapping[str, object], grids: Sequence[Mapping[str, Sequence]],
-           seeds: Sequence[int]) -> list:
-    """Every cell of ``grids`` × ``seeds`` as a validated ``cls`` config, with ``base`` fields.
+           seeds: Sequence[int], *,
+           on_error: Callable[[ValidationError, int, dict], Exception] | None = None) -> list:
+    """Every cell of ``grids`` × ``seeds`` as a validated ``cls`` config, with ``base`` fields:
+    each run's config built here, the once it is built (issue 22).
 
     Raises :class:`rulelab.config.ConfigError` (one line naming the flag) on the first invalid
-    value, before anything is built, so nothing is written for a bad grid.
+    value, before anything is built, so nothing is written for a bad grid; with ``on_error``,
+    the exception ``on_error(error, sub-grid index, cell)`` returns instead (a recipe's
+    ``file:line`` message).
     """
     runs: dict[str, object] = {}
-    for cell in cells(grids):
+    for g, cell in indexed_cells(grids):
         for seed in seeds:
-            cfg = make_config(cls, **base, **cell, seed=seed)
+            if on_error is None:
+                cfg = make_config(cls, **base, **cell, seed=seed)
+            else:
+                try:
+                    cfg = cls(**base, **cell, seed=seed)
+                except ValidationError as err:
+                    raise on_error(err, g, cell) from None
             runs.setdefault(cfg.run_id, cfg)
     return list(runs.values())

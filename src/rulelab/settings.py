@@ -4,14 +4,17 @@ compute: a run's numbers depend on its config alone (DESIGN §1, §3).
 The same :class:`Settings` is a recipe's ``execution:`` block (validated with ``file:line``
 errors), what ``rulelab train`` / ``reproduce`` / ``sweep`` flags override, what the driver
 plans with, what a chunk carries to a worker and what the trainer reads (``device``,
-``micro_batch``, ``eval_chunk``, ``precision``). Epochs are passes over the training set (full
+``micro_batch``, ``eval_chunk``, ``precision``). The flags are generated from the fields named
+in :attr:`Settings.FLAGS` (:mod:`rulelab.cli.settings_flags`, issue 22): a field's description
+is its flag's help and its bounds are the flag's, so an execution flag is added in one place,
+here, for all three commands. Epochs are passes over the training set (full
 batch: one step each), so ``checkpoint_every`` and ``snapshots`` count the same unit in every
 study.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -19,35 +22,48 @@ from rulelab.config.base import StrictTypes
 
 PRECISIONS = ("fp32", "bf16")
 ENGINE_HELP = "resume checkpoints another engine version wrote (recorded on the run)"
+QUIET_HELP = ("no progress output (a bar on a terminal; else a line every "
+              "$RULELAB_PROGRESS_SECONDS, default 30 s)")
 
 
 class Settings(StrictTypes):
     """Execution settings (frozen; the flag names are the field names with dashes)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # The fields `train`, `sweep` and `reproduce` take as flags, in their help's order (the
+    # others are set in a recipe's execution block or by Python: eval_chunk, checkpoint_seconds,
+    # and threads, which `sweep --cpus-per-chunk` sets on Ray).
+    FLAGS: ClassVar[tuple[str, ...]] = (
+        "device", "precision", "max_members", "checkpoint_every", "micro_batch", "memory_gib",
+        "track", "track_every", "snapshots", "quiet", "allow_engine_change")
 
-    device: str = Field("cpu", description="cpu, cuda, cuda:N or mps")
+    device: str = Field("cpu", description="cpu, cuda, cuda:N or mps: one torch can use on "
+                        "this machine")
     # "fp32", or "bf16": each micro-batch's forward (and so its backward) runs under bf16
     # autocast — matmuls in bf16, the per-member loss returned in fp32 — while the master
     # weights, gradients, optimizer and evaluation stay fp32. Changes the numbers (rounding);
     # pays off only where bf16 matmuls are native (rulelab.hardware.native_bf16).
-    precision: Literal["fp32", "bf16"] = Field("fp32", description="bf16: autocast forward")
+    precision: Literal["fp32", "bf16"] = Field(
+        "fp32", description="fp32, or bf16 autocast where this device multiplies in bf16 natively")
     # Examples per member per forward chunk. Fixed per member (not per ensemble) so a member
     # sums its gradient in the same order whatever ensemble it sits in: bitwise equivalence.
     micro_batch: int = Field(512, ge=1, le=1_000_000, description="examples per member per pass")
     eval_chunk: int = Field(2048, ge=1, le=1_000_000,
                             description="examples per member per evaluation pass")
-    max_members: int = Field(64, ge=1, le=1_000_000, description="most runs per ensemble chunk")
+    max_members: int = Field(64, ge=1, le=1_000_000, description="most runs per ensemble")
     checkpoint_every: int = Field(500, ge=1, le=10_000_000, description="epochs")
     checkpoint_seconds: float = Field(300.0, gt=0.0, description="also checkpoint this often")
-    snapshots: int = Field(0, ge=0, le=10_000, description="keep weights at ~N log epochs")
+    snapshots: int = Field(0, ge=0, le=10_000,
+                           description="keep weights at ~N log-spaced epochs")
+    # On the command line a comma list (`--track gradients,fingerprints`).
     track: tuple[str, ...] = Field((), description="analyses during training")
     track_every: str = Field("log", description="log or an epoch interval")
-    memory_gib: float | None = Field(None, gt=0.0, description="memory budget per chunk")
+    memory_gib: float | None = Field(None, gt=0.0, description="memory budget per ensemble",
+                                     json_schema_extra={"unset": "from free RAM / GPU memory"})
     threads: int | None = Field(None, ge=1, le=4096, description="torch threads per chunk")
-    quiet: bool = Field(False, description="no progress output")
+    quiet: bool = Field(False, description=QUIET_HELP)
     # Resume a run whose checkpoint another engine version wrote (store.version); recorded.
-    allow_engine_change: bool = Field(False, description="resume under another engine version")
+    allow_engine_change: bool = Field(False, description=ENGINE_HELP)
 
     def merged(self, **overrides) -> Settings:
         """These settings with every override that is not None (flags left unset keep the

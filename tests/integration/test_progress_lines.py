@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 from cli_inproc import run_main
 from labs import cli
+from rulelab.store import LabDir
 from rulelab.sweep.live import ProgressFile, RemoteProgress, progress_path
 from rulelab.sweep.progress import LineSweepProgress, clock_text
 from rulelab.train.runner import EpochProgress
@@ -162,11 +163,11 @@ def test_a_workers_progress_file_is_replayed_into_the_drivers_callbacks(tmp_path
     replays only what changed, ignores a stale file of an earlier sweep, and removes the file
     when the chunk ends."""
     spec = SimpleNamespace(index=3)
-    path = progress_path(tmp_path, 3)
+    path = progress_path(LabDir(tmp_path), 3)
     path.parent.mkdir()
     path.write_text('{"start": ["old", 9, 0, 1], "update": [9, 0, 0]}')  # an earlier sweep's
     recorder = Recorder()
-    driver = RemoteProgress(tmp_path, lambda s: recorder)
+    driver = RemoteProgress(LabDir(tmp_path), lambda s: recorder)
     driver.started(spec)
     assert not path.exists()
     driver.poll()  # nothing written yet

@@ -39,6 +39,7 @@ def train(task: str | None = None, recipe: str | Path | None = None, *,
     the lab loaded (:func:`rulelab.load`)."""
     from rulelab.api.loaded_lab import load
     from rulelab.cli.execute import as_keys, execute
+    from rulelab.store import LabDir
 
     try:
         if recipe is None:
@@ -48,8 +49,8 @@ def train(task: str | None = None, recipe: str | Path | None = None, *,
             the_recipe, settings = _from_config(task, lab, config)
         else:
             the_recipe, settings = _from_recipe(task, recipe, overrides, config)
-        the_lab, _ = execute(the_recipe, settings, None if lab is None else Path(lab),
-                             command="train", interleave_seeds=recipe is not None)
+        the_lab, _ = execute(the_recipe, settings, LabDir.at(lab), command="train",
+                             interleave_seeds=recipe is not None)
     except UserError as e:
         raise UserError(as_keys(str(e))) from None
     return load(the_lab)
@@ -113,10 +114,11 @@ def _config_value(name: str, value, default):
 def _from_recipe(task, recipe, overrides, config: dict):
     """The recipe at ``recipe`` with ``overrides``, and its execution settings with the
     execution keywords of ``config`` (the others are bare-key overrides)."""
-    from rulelab.cli import options
     from rulelab.cli.execute import check_recipe
+    from rulelab.cli.settings_flags import settings_from_flags
     from rulelab.cli.sweep import recipe_path
     from rulelab.settings import Settings
+    from rulelab.study_registry import task as task_of
     from rulelab.sweep.overrides import make_override, parse_override
     from rulelab.sweep.recipe import RecipeError, load_recipe
 
@@ -136,15 +138,9 @@ def _from_recipe(task, recipe, overrides, config: dict):
     if task is not None and task != the_recipe.task:
         raise UserError(f"task: {task!r} is not allowed with recipe {str(recipe)!r}, whose "
                         f"task is {the_recipe.task!r}; leave task out")
-    device = execution.get("device", the_recipe.execution.device)
-    options.check_device(str(device))
-    try:
-        settings = the_recipe.execution.merged(**execution)
-    except ValueError as err:  # pydantic's ValidationError: the first problem, one line
-        e = err.errors()[0] if hasattr(err, "errors") else {}
-        key = e.get("loc", ("settings",))[0]
-        raise UserError(f"{key}: {e.get('input')!r} is not allowed; "
-                        f"{str(e.get('msg', err)).lower()}") from None
-    options.check_precision(settings.precision, settings.device)
+    # as `rulelab sweep`'s flags, but an explicit False is given (a keyword, not a switch)
+    settings = settings_from_flags(the_recipe.execution, execution, off_is_unset=False,
+                                   trackers=task_of(the_recipe.task).trackers,
+                                   task=the_recipe.task)
     check_recipe(the_recipe, settings)
     return the_recipe, settings

@@ -16,7 +16,14 @@ import pandas as pd
 import typer
 
 from rulelab.cli.commands import command
-from rulelab.cli.options import EpochsOpt, LabOpt, check_epochs, open_lab, print_warnings
+from rulelab.cli.options import (
+    EpochsOpt,
+    LabOpt,
+    check_epochs,
+    lab_dir,
+    open_lab,
+    print_warnings,
+)
 from rulelab.errors import UserError
 
 KW = inspect.Parameter.KEYWORD_ONLY
@@ -76,7 +83,7 @@ def analysis_command(analysis):
             why = o.check(values[o.name]) if o.check else None
             if why:
                 raise UserError(f"{o.flag}: {values[o.name]} is not allowed; {why}")
-        the_lab = open_lab(lab, create=False)
+        the_lab = open_lab(lab_dir(lab), create=False)
         try:
             seen = the_lab if not where_expr else WhereLab(
                 the_lab, select(the_lab, where_expr)["run_id"])

@@ -74,9 +74,10 @@ def progress_for(settings, console):
     return LineSweepProgress(every=every)
 
 
-def execute(recipe, settings, lab: Path | None, *, command: str, executor=None,
+def execute(recipe, settings, lab, *, command: str, executor=None,
             interleave_seeds: bool = False):
-    """Train ``recipe`` into ``lab`` (created if missing); returns (lab, driver result)."""
+    """Train ``recipe`` into ``lab`` (a :class:`~rulelab.store.LabDir`, created if missing);
+    returns (the opened :class:`~rulelab.store.Lab`, driver result)."""
     from rulelab.cli.options import check_lab_path, open_lab
     from rulelab.store import StoreError
     from rulelab.sweep.driver import run_sweep
@@ -159,18 +160,20 @@ def print_results(lab, recipe, result) -> None:
         raise UserError(str(e)) from None
     finally:
         print_warnings(lab)
-    for line in next_steps(study_of(recipe.task), lab.root, Path("report.html")):
+    for line in next_steps(study_of(recipe.task), lab, Path("report.html")):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def next_steps(study, lab: Path, out: Path) -> list[str]:
-    """The commands that inspect the lab a command wrote (issue 10: after ``make quick`` a
-    new user should not have to guess that its lab is not ``./rulelab-runs``)."""
+def next_steps(study, lab, out: Path) -> list[str]:
+    """The commands that inspect ``lab`` (a :class:`~rulelab.store.LabDir`), which a command
+    wrote (issue 10: after ``make quick`` a new user should not have to guess that its lab is
+    not ``./rulelab-runs``)."""
     from rulelab.cli.options import shown_path
 
-    where = shlex.quote(shown_path(lab))
-    code = f"import rulelab; lab = rulelab.load({json.dumps(shown_path(lab))}); print(lab.runs)"
-    lines = ["", f"inspect the lab {shown_path(lab)}:",
+    shown = shown_path(lab.root)
+    where = shlex.quote(shown)
+    code = f"import rulelab; lab = rulelab.load({json.dumps(shown)}); print(lab.runs)"
+    lines = ["", f"inspect the lab {shown}:",
              f"  rulelab runs --lab {where}",
              f"  rulelab status --lab {where}",
              f"  rulelab report --lab {where} --out {shlex.quote(shown_path(out))}"]

@@ -20,7 +20,7 @@ from pathlib import Path
 import typer
 
 from rulelab.cli.analyze import WHERE_HELP
-from rulelab.cli.options import LabOpt, check_out, open_lab, print_warnings
+from rulelab.cli.options import LabOpt, check_out, lab_dir, open_lab, print_warnings
 from rulelab.errors import UserError
 
 RunIdArg = typer.Argument(None, metavar="RUN_ID", help="the run to export: its id or a unique "
@@ -56,7 +56,7 @@ def tl_cmd(run_id: str | None = RunIdArg, lab: Path | None = LabOpt,
     if out is not None and where_expr and (out.suffix == ".pt" or out.is_file()):
         raise UserError(f"--out: {str(out)!r} is not allowed; with --where it names a folder "
                         "(one RUN_ID-tl.pt per run), not a file")
-    the_lab = open_lab(lab, create=False)
+    the_lab = open_lab(lab_dir(lab), create=False)
     try:
         if where_expr:
             ids = list(select(the_lab, where_expr)["run_id"])

@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from rulelab.cli.analyze import WHERE_HELP
-from rulelab.cli.options import LabOpt, check_out, open_lab, print_warnings
+from rulelab.cli.options import LabOpt, check_out, lab_dir, open_lab, print_warnings
 from rulelab.errors import UserError
 
 
@@ -40,7 +40,7 @@ def runs_cmd(
     from rulelab.report.terminal import console, print_rate_table, print_run_list
     from rulelab.store import StoreError
 
-    the_lab = open_lab(lab, create=False)
+    the_lab = open_lab(lab_dir(lab), create=False)
     try:
         rows = the_lab.runs_json()
         runs = the_lab.runs()
@@ -83,7 +83,7 @@ def report_cmd(
     from rulelab.store import StoreError
 
     check_out("--out", out)
-    the_lab = open_lab(lab, create=False)
+    the_lab = open_lab(lab_dir(lab), create=False)
     try:
         runs = select(the_lab, where_expr)  # every run without --where
         the_lab.check_metrics_files(runs)
@@ -109,7 +109,7 @@ def status_cmd(
     from rulelab.store import StoreError
     from rulelab.sweep.status import lab_status, print_status
 
-    the_lab = open_lab(lab, create=False)
+    the_lab = open_lab(lab_dir(lab), create=False)
     try:
         status = lab_status(the_lab)
     except StoreError as e:

@@ -21,9 +21,6 @@ from rulelab.errors import UserError
 LabOpt = typer.Option(None, "--lab", help="Lab directory (default $RULELAB_HOME or ./rulelab-runs)")
 EpochsOpt = typer.Option("final", "--epochs",
                          help="final, all (every stored snapshot), or a comma list of epochs")
-DEVICE_HELP = "cpu, cuda, cuda:N or mps: one torch can use on this machine"
-QUIET_HELP = ("no progress output (a bar on a terminal; else a line every "
-              "$RULELAB_PROGRESS_SECONDS, default 30 s)")
 PATH_FLAGS = ("--lab", "--out")  # and each task's path fields (Task.path_fields)
 EXPERIMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}")  # as recipe names
 DEVICE = re.compile(r"cpu|cuda(:\d+)?|mps")
@@ -145,12 +142,21 @@ def write_out(out: Path, write: Callable[[Path], object]):
         raise UserError(str(e)) from None
 
 
-def check_lab_path(lab: Path | None) -> None:
-    """``--lab`` for a command that writes: not a file, and creatable where it is missing."""
-    from rulelab.store import resolve_lab
+def lab_dir(lab: Path | None):
+    """``--lab`` as typed (None: ``$RULELAB_HOME``, else ``./rulelab-runs``) as the
+    :class:`~rulelab.store.LabDir` every function below the command takes: where the flag
+    becomes the lab's one type (imported here, lazily: ``--help`` needs no pandas)."""
+    from rulelab.store import LabDir
+
+    return LabDir.at(lab)
+
+
+def check_lab_path(lab) -> None:
+    """``--lab`` (a :class:`~rulelab.store.LabDir`) for a command that writes: not a file,
+    and creatable where it is missing."""
     from rulelab.store.paths import folder_problem
 
-    root = resolve_lab(lab)
+    root = lab.root
     if root.exists() and not root.is_dir():
         raise UserError(f"--lab: {str(root)!r} is not allowed; it is a file, not a folder")
     why = None if root.exists() else folder_problem(root)
@@ -167,14 +173,15 @@ def check_experiment(name: str) -> str:
     return name
 
 
-def open_lab(lab: Path | None, *, create: bool):
-    """The lab at ``--lab`` (``create``: made where missing); a store problem is one line.
-    A folder that holds labs but is none (``./rulelab-runs`` after ``make quick``, whose lab is
+def open_lab(lab, *, create: bool):
+    """The :class:`~rulelab.store.Lab` of ``--lab`` (a :class:`~rulelab.store.LabDir`, made
+    where missing with ``create``); a store problem is one line. A folder that holds labs but
+    is none (``./rulelab-runs`` after ``make quick``, whose lab is
     ``rulelab-runs/shortcut-saturation-quick``) is refused with the labs it holds."""
-    from rulelab.store import Lab, StoreError, resolve_lab
+    from rulelab.store import Lab, StoreError
 
     if not create:
-        check_holds_labs(resolve_lab(lab))
+        check_holds_labs(lab.root)
     try:
         return Lab(lab, create=create)
     except StoreError as e:
@@ -204,11 +211,10 @@ def shown_path(path: Path) -> str:
         return str(path)
 
 
-def existing_lab(lab: Path | None):
-    """The lab at ``--lab`` if it has a registry, else None (a dry run writes nothing)."""
-    from rulelab.store import resolve_lab
-
-    if not (resolve_lab(lab) / "registry.sqlite").exists():
+def existing_lab(lab):
+    """The lab of ``--lab`` (a :class:`~rulelab.store.LabDir`) if it has a registry, else
+    None (a dry run writes nothing)."""
+    if not lab.registry_path.exists():
         return None
     return open_lab(lab, create=False)
 

@@ -14,8 +14,8 @@ import typer
 from rulelab.cli import options
 from rulelab.cli.commands import command
 from rulelab.cli.execute import next_steps
+from rulelab.cli.settings_flags import settings_from_flags, settings_options
 from rulelab.errors import UserError
-from rulelab.settings import ENGINE_HELP
 
 KW = inspect.Parameter.KEYWORD_ONLY
 
@@ -30,42 +30,34 @@ def reproduce_command(study):
             None, "--out", help=f"default reports/{study.name}-<scale>.html")),
         inspect.Parameter("lab", KW, annotation=Path | None, default=typer.Option(
             None, "--lab", help=f"default rulelab-runs/{study.name}-<scale>")),
-        inspect.Parameter("device", KW, annotation=str, default=typer.Option(
-            "cpu", "--device", help=options.DEVICE_HELP)),
-        inspect.Parameter("precision", KW, annotation=str | None, default=typer.Option(
-            None, "--precision", help="fp32 or bf16 (default: the recipe's)")),
-        inspect.Parameter("quiet", KW, annotation=bool, default=typer.Option(
-            False, "--quiet", help=options.QUIET_HELP)),
-        inspect.Parameter("allow_engine_change", KW, annotation=bool, default=typer.Option(
-            False, "--allow-engine-change", help=ENGINE_HELP)),
+        *settings_options(from_recipe=True),  # --device, --precision, …: rulelab.settings
         inspect.Parameter("overrides", KW, annotation=list[str] | None, default=typer.Argument(
             None, metavar="KEY=VALUE", help="overrides of the scale's recipe, checked as its "
             "YAML is (base.epochs=50 seeds.count=2); default lab and report then end in a tag "
             "of them")),
     ]
 
-    def run(scale: str, out: Path | None, lab: Path | None, device: str,
-            precision: str | None, quiet: bool, allow_engine_change: bool,
-            overrides: list[str] | None) -> None:
-        reproduce(study, scale, out, lab, device, precision, quiet, allow_engine_change,
-                  overrides=overrides or ())
+    def run(scale: str, out: Path | None, lab: Path | None, overrides: list[str] | None,
+            **flags) -> None:
+        reproduce(study, scale, out, lab, flags, overrides=overrides or ())
 
     return command(run, params, f"{study.title}: its recipe, analyses and report.")
 
 
-def reproduce(study, scale, out, lab, device, precision, quiet,
-              allow_engine_change: bool = False, *, overrides=()) -> None:
+def reproduce(study, scale, out, lab, flags: dict, *, overrides=()) -> None:
+    """Train ``study``'s recipe of ``scale`` (with ``overrides``) with the execution ``flags``
+    given (:mod:`rulelab.cli.settings_flags`), then run its reproduction."""
     from rulelab.cli.execute import check_recipe, execute
     from rulelab.cli.sweep import parse_overrides
     from rulelab.report.terminal import console
     from rulelab.store import StoreError
     from rulelab.study import Reproduction, resolve
+    from rulelab.study_registry import task
     from rulelab.sweep.recipe import RecipeError, load_recipe
 
     if scale not in study.scales():
         raise UserError(f"--scale: {scale!r} is not allowed; use one of "
                         f"{', '.join(study.scales())}")
-    options.check_device(device)
     try:
         given = parse_overrides(list(overrides))
         name = f"{study.name}-{scale}" + (f"-{override_tag(given)}" if given else "")
@@ -73,21 +65,20 @@ def reproduce(study, scale, out, lab, device, precision, quiet,
         recipe = load_recipe(study.recipe_path(scale), given)
     except RecipeError as e:
         raise UserError(str(e)) from None
-    settings = recipe.execution.merged(device=device, precision=precision, quiet=quiet or None,
-                                       allow_engine_change=allow_engine_change or None)
-    options.check_precision(settings.precision, device)
+    settings = settings_from_flags(recipe.execution, flags, trackers=task(recipe.task).trackers,
+                                   task=recipe.task)
     check_recipe(recipe, settings)
-    lab = lab or Path("rulelab-runs") / name
+    lab = options.lab_dir(lab or Path("rulelab-runs") / name)
     t0 = time.perf_counter()
     the_lab, _ = execute(recipe, settings, lab, command="reproduce")
     train_seconds = time.perf_counter() - t0
     ids = tuple(c.run_id for c in recipe.configs())
     try:
-        resolve(study.reproduce)(Reproduction(study, scale, recipe, the_lab, ids, out, device,
-                                              console, train_seconds))
+        resolve(study.reproduce)(Reproduction(study, scale, recipe, the_lab, ids, out,
+                                              settings.device, console, train_seconds))
     except StoreError as e:  # reading the lab back or writing the report
         raise UserError(str(e)) from None
-    for line in next_steps(study, the_lab.root, out):
+    for line in next_steps(study, the_lab, out):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 

@@ -16,7 +16,14 @@ from pathlib import Path
 import pandas as pd
 import typer
 
-from rulelab.cli.options import LabOpt, check_out, open_lab, print_warnings, write_out
+from rulelab.cli.options import (
+    LabOpt,
+    check_out,
+    lab_dir,
+    open_lab,
+    print_warnings,
+    write_out,
+)
 from rulelab.errors import UserError
 
 RunArg = typer.Argument(..., metavar="RUN", help="the run: its id or a unique prefix "
@@ -70,7 +77,7 @@ def show_cmd(run: str = RunArg, lab: Path | None = LabOpt, out: Path | None = Ou
 
     if out is not None:
         out = check_out("--out", out, ".png")
-    the_lab = open_lab(lab, create=False)
+    the_lab = open_lab(lab_dir(lab), create=False)
     try:
         rows = {r["run_id"]: r for r in the_lab.runs_json()}
         rid = resolve_run(run, list(rows), the_lab.root, what="RUN")

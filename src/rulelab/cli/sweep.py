@@ -6,15 +6,17 @@ override the recipe (:mod:`rulelab.sweep.overrides`: ``base.epochs=50 seeds.coun
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 
 import typer
 
 from rulelab.cli import options
+from rulelab.cli.commands import command
 from rulelab.cli.options import LabOpt
+from rulelab.cli.settings_flags import check_bounds, settings_from_flags, settings_options
 from rulelab.errors import UserError
-from rulelab.settings import ENGINE_HELP
 
 
 def recipe_path(recipe: Path) -> Path:
@@ -29,36 +31,37 @@ def recipe_path(recipe: Path) -> Path:
     return recipe
 
 
-def sweep_cmd(
-    recipe: Path = typer.Argument(..., help="YAML recipe, or STUDY/SCALE (e.g. "
-                                  "shortcut-saturation/paper)"),
-    overrides: list[str] | None = typer.Argument(
+KW = inspect.Parameter.KEYWORD_ONLY
+
+
+def _param(name: str, annotation, default) -> inspect.Parameter:
+    return inspect.Parameter(name, KW, annotation=annotation, default=default)
+
+
+PARAMS = [
+    _param("recipe", Path, typer.Argument(..., help="YAML recipe, or STUDY/SCALE (e.g. "
+                                          "shortcut-saturation/paper)")),
+    _param("overrides", list[str] | None, typer.Argument(
         None, metavar="KEY=VALUE", help="overrides of the recipe, checked as its YAML is: "
-        "base.epochs=50 seeds.count=2 grid.ratio=[0.5,0.9] (a bare config key: base or grid)"),
-    lab: Path | None = LabOpt,
-    dry_run: bool = typer.Option(False, "--dry-run", help="print the plan; write nothing"),
-    executor: str = typer.Option("local", "--executor", help="local or ray"),
-    address: str | None = typer.Option(None, "--address", help="Ray cluster (auto, ray://…); "
-                                       "default: start a local Ray runtime"),
-    device: str = typer.Option("cpu", "--device", help=options.DEVICE_HELP),
-    precision: str | None = typer.Option(None, "--precision", help="fp32 or bf16 (autocast); "
-                                         "default: the recipe's, else fp32"),
-    max_members: int | None = typer.Option(None, "--max-members",
-                                           help="most runs per chunk (default: the recipe's)"),
-    checkpoint_every: int | None = typer.Option(None, "--checkpoint-every", help="epochs"),
-    micro_batch: int | None = typer.Option(None, "--micro-batch", help="examples per member "
-                                           "per pass (default: the recipe's, else 512)"),
-    memory_gib: float | None = typer.Option(None, "--memory-gib", help="memory budget per "
-                                            "chunk (default: from free RAM / GPU memory)"),
-    cpus_per_chunk: int = typer.Option(1, "--cpus-per-chunk", help="Ray: CPUs (and torch "
-                                       "threads) per chunk"),
-    gpus_per_chunk: float | None = typer.Option(None, "--gpus-per-chunk",
-                                                help="Ray: GPUs per chunk (default 1 on cuda)"),
-    quiet: bool = typer.Option(False, "--quiet", help=options.QUIET_HELP),
-    allow_engine_change: bool = typer.Option(False, "--allow-engine-change",
-                                             help=ENGINE_HELP),
-) -> None:
-    """Run a recipe: every run trained once, packed into ensembles; re-run to resume."""
+        "base.epochs=50 seeds.count=2 grid.ratio=[0.5,0.9] (a bare config key: base or grid)")),
+    _param("lab", Path | None, LabOpt),
+    _param("dry_run", bool, typer.Option(False, "--dry-run", help="print the plan; write nothing")),
+    _param("executor", str, typer.Option("local", "--executor", help="local or ray")),
+    _param("address", str | None, typer.Option(None, "--address", help="Ray cluster (auto, "
+                                               "ray://…); default: start a local Ray runtime")),
+    _param("cpus_per_chunk", int, typer.Option(1, "--cpus-per-chunk", help="Ray: CPUs (and "
+                                               "torch threads) per chunk")),
+    _param("gpus_per_chunk", float | None, typer.Option(
+        None, "--gpus-per-chunk", help="Ray: GPUs per chunk (default 1 on cuda)")),
+    *settings_options(from_recipe=True),  # --device, --max-members, …: rulelab.settings
+]
+
+
+def sweep(recipe: Path, overrides: list[str] | None, lab: Path | None, dry_run: bool,
+          executor: str, address: str | None, cpus_per_chunk: int, gpus_per_chunk: float | None,
+          **flags) -> None:
+    """``rulelab sweep``: every value checked (flags, recipe, executor) before the lab is
+    opened."""
     from rulelab.cli.execute import check_recipe, execute, plural, print_results
     from rulelab.report.terminal import console, err_console
     from rulelab.sweep import load_recipe, make_plan
@@ -68,33 +71,28 @@ def sweep_cmd(
 
     if executor not in ("local", "ray"):
         raise UserError(f"--executor: {executor!r} is not allowed; use local or ray")
-    for flag, value in (("--max-members", max_members), ("--checkpoint-every", checkpoint_every),
-                        ("--micro-batch", micro_batch), ("--cpus-per-chunk", cpus_per_chunk)):
-        options.positive(flag, value)
-    if memory_gib is not None and not memory_gib > 0:
-        raise UserError(f"--memory-gib: {memory_gib} is not allowed; it must be > 0")
+    check_bounds(flags)
+    options.positive("--cpus-per-chunk", cpus_per_chunk)
     if gpus_per_chunk is not None and gpus_per_chunk < 0:
         raise UserError(f"--gpus-per-chunk: {gpus_per_chunk} is not allowed; it must be ≥ 0")
     if address is not None and executor != "ray":
         raise UserError("--address: only with --executor ray")
-    # planning a GPU sweep needs no GPU here; on Ray the GPUs are the workers'
-    here = not (dry_run or (executor == "ray" and device.startswith("cuda")))
-    options.check_device(device, here=here)
-    options.check_precision(precision, device, here=here)
     try:
         the_recipe = load_recipe(recipe_path(recipe), parse_overrides(overrides))
     except RecipeError as e:
         raise UserError(str(e)) from None
-    settings = the_recipe.execution.merged(
-        device=device, precision=precision, max_members=max_members,
-        checkpoint_every=checkpoint_every, micro_batch=micro_batch, memory_gib=memory_gib,
-        threads=cpus_per_chunk if executor == "ray" else None, quiet=quiet or None,
-        allow_engine_change=allow_engine_change or None)
+    device = flags["device"] or the_recipe.execution.device
+    # planning a GPU sweep needs no GPU here; on Ray the GPUs are the workers'
+    here = not (dry_run or (executor == "ray" and device.startswith("cuda")))
+    settings = settings_from_flags(the_recipe.execution, flags, trackers=_trackers(the_recipe),
+                                   task=the_recipe.task, here=here)
+    settings = settings.merged(threads=cpus_per_chunk if executor == "ray" else None)
     check_recipe(the_recipe, settings)
     if dry_run:
         _dry_run(the_recipe, recipe, settings, lab, console, describe_plan, make_plan, speed)
         return
     runner = _executor(executor, address, device, cpus_per_chunk, gpus_per_chunk)
+    lab = options.lab_dir(lab)
     options.check_lab_path(lab)
     try:
         if executor == "ray":
@@ -126,6 +124,17 @@ def sweep_cmd(
         sys.exit(1)
 
 
+sweep_cmd = command(sweep, PARAMS, "Run a recipe: every run trained once, packed into "
+                    "ensembles; re-run to resume.")
+
+
+def _trackers(recipe) -> dict:
+    """What the recipe's task can track (``--track`` is checked against it)."""
+    from rulelab.study_registry import task
+
+    return task(recipe.task).trackers
+
+
 def parse_overrides(items: list[str] | None) -> list:
     """``key=value`` arguments → overrides (:mod:`rulelab.sweep.overrides`)."""
     from rulelab.sweep.overrides import parse_override
@@ -136,7 +145,7 @@ def parse_overrides(items: list[str] | None) -> list:
 def _dry_run(the_recipe, recipe, settings, lab, console, describe_plan, make_plan, speed):
     from rulelab.store import StoreError
 
-    existing = options.existing_lab(lab)
+    existing = options.existing_lab(options.lab_dir(lab))
     try:
         plan = make_plan(the_recipe, existing, settings)
     except StoreError as e:  # e.g. a damaged checkpoint met while reading resume epochs

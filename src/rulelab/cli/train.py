@@ -1,13 +1,14 @@
 """``rulelab train TASK`` and ``rulelab data TASK``, one per task of every registered study.
 
 ``train`` takes a flag per config field (every value flag takes one or more values: lists
-expand to a grid × ``--seeds``, :mod:`rulelab.grid`) and the execution flags shared by every
-task (``--device``, ``--precision``, ``--max-members``, ``--checkpoint-every`` in epochs,
-``--micro-batch``, ``--snapshots``, ``--track``, ``--memory-gib``, …). The flags become a recipe
-(:func:`rulelab.sweep.recipe.recipe_from_flags`) that trains through the planner and the one
-driver, like ``reproduce`` and ``sweep``. Everything is validated (every run built) before the
-lab is opened. ``rulelab.train(task, **config)`` builds its recipe here too (:func:`defaults`,
-:func:`train_recipe`), so Python and the command line train the same runs.
+expand to a grid × ``--seeds``, :mod:`rulelab.grid`) and the execution flags shared with
+``sweep`` and ``reproduce``, generated from :class:`rulelab.settings.Settings`
+(:mod:`rulelab.cli.settings_flags`: ``--device``, ``--precision``, ``--max-members``,
+``--checkpoint-every`` in epochs, ``--micro-batch``, ``--snapshots``, ``--track``, …). The flags
+become a recipe (:func:`rulelab.sweep.recipe.recipe_from_flags`) that trains through the planner
+and the one driver, like ``reproduce`` and ``sweep``. Everything is validated (every run built)
+before the lab is opened. ``rulelab.train(task, **config)`` builds its recipe here too
+(:func:`defaults`, :func:`train_recipe`), so Python and the command line train the same runs.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import typer
 
 from rulelab.cli import options
 from rulelab.cli.commands import base_type, command, field_option, is_bool, list_flags
+from rulelab.cli.settings_flags import settings_from_flags, settings_options
 from rulelab.errors import UserError
 from rulelab.grid import check_size, seed_range_problem
-from rulelab.settings import ENGINE_HELP, Settings
+from rulelab.settings import Settings
 
 KW = inspect.Parameter.KEYWORD_ONLY
 
@@ -32,35 +34,22 @@ def _opt(name: str, annotation, default, *decls: str, help: str = "") -> inspect
 
 
 def execution_options(task) -> list[inspect.Parameter]:
-    """The options every `train` shares: seeds, lab, and the execution settings."""
+    """The options every `train` shares: seeds, experiment, the execution settings (generated
+    from :class:`Settings`, the task's own checkpoint interval as default) and the lab."""
     tracked = ",".join(sorted(task.trackers)) or "none for this task"
     return [
         _opt("seeds", int, 1, "--seeds", help="number of model seeds"),
         _opt("seed_start", int, 0, "--seed-start", help="first model seed (seeds run from here)"),
         _opt("experiment", str, task.name, "--experiment",
              help="name the runs are filed under in the lab (rulelab status)"),
-        _opt("device", str, "cpu", "--device", help=options.DEVICE_HELP),
-        _opt("precision", str, "fp32", "--precision", help="fp32, or bf16 autocast where this "
-             "device multiplies in bf16 natively"),
-        _opt("max_members", int, 64, "--max-members", help="most runs per ensemble"),
-        _opt("checkpoint_every", int, task.checkpoint_every, "--checkpoint-every",
-             help="epochs"),
-        _opt("micro_batch", int, 512, "--micro-batch", help="examples per member per pass"),
-        _opt("memory_gib", float | None, None, "--memory-gib", help="memory budget per "
-             "ensemble (default: from free RAM / GPU memory)"),
-        _opt("track", str, "", "--track", help=f"analyses during training: {tracked}"),
-        _opt("track_every", str, "log", "--track-every", help="log or an epoch interval"),
-        _opt("snapshots", int, 0, "--snapshots", help="keep weights at ~N log-spaced epochs"),
+        *settings_options(from_recipe=False,
+                          defaults={"checkpoint_every": task.checkpoint_every},
+                          notes={"track": f": {tracked}"}),
         inspect.Parameter("lab", KW, annotation=Path | None, default=options.LabOpt),
-        _opt("quiet", bool, False, "--quiet", help=options.QUIET_HELP),
-        _opt("allow_engine_change", bool, False, "--allow-engine-change",
-             help=ENGINE_HELP),
     ]
 
 
-EXECUTION = ("seeds", "seed_start", "experiment", "device", "precision", "max_members",
-             "checkpoint_every", "micro_batch", "memory_gib", "track", "track_every",
-             "snapshots", "lab", "quiet", "allow_engine_change")
+EXECUTION = ("seeds", "seed_start", "experiment", *Settings.FLAGS, "lab")
 
 
 def config_options(task) -> list[inspect.Parameter]:
@@ -98,7 +87,7 @@ def train(task, ex: dict, values: dict) -> None:
     from rulelab.cli.execute import execute, print_results
 
     recipe, settings = train_recipe(task, ex, values)
-    the_lab, result = execute(recipe, settings, ex["lab"], command="train")
+    the_lab, result = execute(recipe, settings, options.lab_dir(ex["lab"]), command="train")
     print_results(the_lab, recipe, result)
 
 
@@ -111,14 +100,8 @@ def train_recipe(task, ex: dict, values: dict):
 
     options.positive("--seeds", ex["seeds"])
     options.positive("--seed-start", ex["seed_start"], 0)
-    for flag in ("--max-members", "--checkpoint-every", "--micro-batch"):
-        options.positive(flag, ex[flag.removeprefix("--").replace("-", "_")])
-    options.positive("--snapshots", ex["snapshots"], 0)
-    if ex["memory_gib"] is not None and not ex["memory_gib"] > 0:
-        raise UserError(f"--memory-gib: {ex['memory_gib']} is not allowed; it must be > 0")
-    options.check_device(ex["device"])
-    options.check_precision(ex["precision"], ex["device"])
-    track = options.check_track(ex["track"], ex["track_every"], task.trackers, task.name)
+    settings = settings_from_flags(Settings(), {k: ex[k] for k in Settings.FLAGS},
+                                   trackers=task.trackers, task=task.name)
     if task.prepare:
         values = task.prepare(values)
     lists = {k: v for k, v in values.items() if isinstance(v, list)}
@@ -131,14 +114,9 @@ def train_recipe(task, ex: dict, values: dict):
     if why := seed_range_problem(task.config, ex["seed_start"], ex["seeds"]):
         alone = why.startswith(f"{ex['seed_start']} ")  # the first seed is out of range
         raise UserError(f"{'--seed-start' if alone else '--seed-start/--seeds'}: {why}")
-    settings = Settings(device=ex["device"], precision=ex["precision"],
-                        max_members=ex["max_members"], checkpoint_every=ex["checkpoint_every"],
-                        micro_batch=ex["micro_batch"], memory_gib=ex["memory_gib"],
-                        snapshots=ex["snapshots"], track=track, track_every=ex["track_every"],
-                        quiet=ex["quiet"], allow_engine_change=ex["allow_engine_change"])
     options.check_experiment(ex["experiment"])
+    # every run is built here, once, and validated (one line naming the flag) before any write
     recipe = recipe_from_flags(task.name, ex["experiment"], base, grid, seeds, settings)
-    recipe.configs()  # every run is validated (one line naming the flag) before any write
     check_recipe(recipe, settings)
     return recipe, settings
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from rulelab.cli.options import LabOpt, open_lab
+from rulelab.cli.options import LabOpt, lab_dir, open_lab
 from rulelab.errors import UserError
 
 
@@ -26,7 +26,7 @@ def verify_cmd(
     from rulelab.verify import scan
 
     try:
-        the_lab = open_lab(lab, create=False)
+        the_lab = open_lab(lab_dir(lab), create=False)
     except UserError as e:  # the registry itself is damaged: that is a finding, not bad input
         if "corrupt lab registry" not in str(e):
             raise

@@ -72,7 +72,7 @@ def claims_table(study, lab, runs: pd.DataFrame, metrics: pd.DataFrame, scale: s
     """Claim × (reading at this scale, verdict, false-positive rate of the verdict)."""
     if not study.claims or lab is None or runs.empty:
         return ""
-    read = read_claims(study, {scale: ScaleLab(scale, Path(lab.root), runs, metrics, lab)})
+    read = read_claims(study, {scale: ScaleLab(scale, runs, metrics, lab)})
     checks = {c.name: check for c, check, _ in calibrations}
     rows = []
     for claim, reading in read:

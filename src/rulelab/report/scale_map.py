@@ -51,10 +51,14 @@ class ScaleLab:
     """One scale's lab: the study's runs (summaries upgraded by their task's view) and metrics."""
 
     scale: str
-    path: Path
     runs: pd.DataFrame
     metrics: pd.DataFrame
     lab: Lab = field(repr=False)
+
+    @property
+    def path(self) -> Path:
+        """The lab's folder (the lab is the one thing held: issue 22)."""
+        return self.lab.root
 
     def table(self, name: str) -> pd.DataFrame:
         """Analysis table ``name`` stored in this lab (``rulelab analyze``), or an empty frame."""
@@ -113,7 +117,7 @@ def open_scales(study: Study, labs: Path) -> dict[str, ScaleLab]:
         runs = runs.dropna(axis=1, how="all")
         ids = set(runs["run_id"])
         metrics = frames.metrics[frames.metrics["run_id"].isin(ids)]
-        out[scale] = ScaleLab(scale, path, upgrade_by_task(runs, metrics).reset_index(drop=True),
+        out[scale] = ScaleLab(scale, upgrade_by_task(runs, metrics).reset_index(drop=True),
                               metrics, lab)
     return out
 

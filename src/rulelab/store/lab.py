@@ -11,8 +11,9 @@ Layout::
     <lab>/sweep.lock               held by the command writing runs (train, sweep)
     <lab>/damaged/…                files moved aside by a restart or `verify --repair`
 
-The lab is found by :func:`resolve_lab` (explicit path, else ``$RULELAB_HOME``, else
-``./rulelab-runs``). Nothing is created on disk until ``Lab(..., create=True)``, and nothing
+The lab is found by :meth:`LabDir.at <rulelab.store.lab_dir.LabDir.at>` (explicit path, else
+``$RULELAB_HOME``, else ``./rulelab-runs``); a :class:`Lab` is that :class:`LabDir` with its
+registry opened. Nothing is created on disk until ``Lab(..., create=True)``, and nothing
 written by a lab opened without it: reading a lab leaves its files as they were, and a
 read-only lab (a read-only mount, read-only files) can be read (:attr:`Lab.read_only`).
 
@@ -25,21 +26,19 @@ what is damaged is named in one line pointing to ``rulelab verify`` and left out
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
 
 from rulelab.store import checkpoints, digests, integrity, metrics, tables
 from rulelab.store.errors import StoreError, read_only, write_errors
+from rulelab.store.lab_dir import REGISTRY_FILE, LabDir, resolve_lab
 from rulelab.store.lock import creation_lock
 from rulelab.store.paths import folder_problem, writable
 from rulelab.store.registry import Registry, to_json
 from rulelab.store.version import ENGINE_VERSION, code_version
 
-ENV_VAR = "RULELAB_HOME"
-DEFAULT_LAB = "rulelab-runs"
-REGISTRY_FILE = "registry.sqlite"
+__all__ = ["Lab", "LabDir", "labs_hint", "labs_inside", "resolve_lab"]
 RUN_COLUMNS = (
     "run_id",
     "experiment",
@@ -51,13 +50,6 @@ RUN_COLUMNS = (
     "created_at",
     "updated_at",
 )
-
-
-def resolve_lab(path: str | Path | None = None) -> Path:
-    """Explicit ``path``, else ``$RULELAB_HOME``, else ``./rulelab-runs`` (made absolute)."""
-    if path is None or str(path) == "":
-        path = os.environ.get(ENV_VAR) or DEFAULT_LAB
-    return Path(path).expanduser().absolute()
 
 
 def labs_inside(folder: Path) -> list[Path]:
@@ -80,15 +72,13 @@ def labs_hint(folder: Path, most: int = 6) -> str:
             f"(--lab {folder / labs[0]})")
 
 
-class Lab:
-    """One lab directory: run registry, metrics and checkpoints."""
+class Lab(LabDir):
+    """One lab directory with its run registry open: a :class:`LabDir` (its files) plus the
+    registry, which only the driver writes. ``root``: a :class:`LabDir`, or what
+    :meth:`LabDir.at` takes (the Python API's ``str``, ``Path`` or None)."""
 
-    def __init__(self, root: str | Path | None = None, *, create: bool = False) -> None:
-        self.root = resolve_lab(root)
-        self.registry_path = self.root / REGISTRY_FILE
-        self.metrics_dir = self.root / "metrics"
-        self.checkpoints_dir = self.root / "checkpoints"
-        self.analyses_dir = self.root / "analyses"
+    def __init__(self, root: LabDir | str | Path | None = None, *, create: bool = False) -> None:
+        super().__init__(LabDir.at(root).root)
         self._registry = Registry(self.registry_path)
         self.warnings: list[str] = []  # damaged contents met while reading, one line each
         self._damage: list[integrity.Damage] | None = None  # found by the first listing
@@ -122,9 +112,6 @@ class Lab:
         with write_errors(self.root):
             self.metrics_dir.mkdir(exist_ok=True)
             self.checkpoints_dir.mkdir(exist_ok=True)
-
-    def __repr__(self) -> str:
-        return f"Lab({str(self.root)!r})"
 
     @property
     def registry(self) -> Registry:
@@ -240,9 +227,6 @@ class Lab:
         return [{k: r[k] for k in keys} for r in self._rows()]
 
     # --- metrics -----------------------------------------------------------------------------
-    def write_metrics(self, run_id: str, frame: pd.DataFrame) -> None:
-        metrics.write_metrics(self.metrics_dir, run_id, frame)
-
     def read_metrics(self, run_ids: list[str] | None = None, *,
                      skip_damaged: bool = False) -> pd.DataFrame:
         """Metric rows of ``run_ids`` (all when None). A file that does not read raises
@@ -272,9 +256,6 @@ class Lab:
         return missing
 
     # --- checkpoints -------------------------------------------------------------------------
-    def save_checkpoint(self, run_id: str, state: dict) -> None:
-        checkpoints.save_checkpoint(self.checkpoints_dir, run_id, state)
-
     def load_checkpoint(self, run_id: str) -> dict | None:
         """The run's checkpoint; one the reading check named damaged is refused (an analysis
         of wrong weights would look like a finding)."""
@@ -283,41 +264,19 @@ class Lab:
             raise StoreError(f"checkpoint {path} is damaged (its hash differs from the one "
                              f"recorded); `rulelab verify --repair --lab {self.root}` retrains "
                              "that run")
-        return checkpoints.load_checkpoint(self.checkpoints_dir, run_id)
+        return super().load_checkpoint(run_id)
 
     def delete_checkpoint(self, run_id: str) -> None:
         checkpoints.delete_checkpoint(self.checkpoints_dir, run_id)
-
-    # --- weight snapshots over training (for analyses over checkpoints) ------------------------
-    def save_snapshot(self, run_id: str, epoch: int, params: dict) -> None:
-        """Weights of ``run_id`` at ``epoch``: ``snapshots/<run_id>/<epoch>.pt``."""
-        folder = self.root / "snapshots" / run_id  # made by the atomic write
-        checkpoints.save_checkpoint(folder, f"{int(epoch):09d}", {"epoch": epoch, "params": params})
-
-    def snapshot_epochs(self, run_id: str) -> list[int]:
-        folder = self.root / "snapshots" / run_id
-        if not folder.is_dir():
-            return []
-        return sorted(int(p.stem) for p in folder.glob("*.pt") if p.stem.isdigit())
-
-    def load_snapshot(self, run_id: str, epoch: int) -> dict | None:
-        return checkpoints.load_checkpoint(self.root / "snapshots" / run_id, f"{int(epoch):09d}",
-                                           required=checkpoints.SNAPSHOT_KEYS)
 
     # --- analysis tables ---------------------------------------------------------------------
     def write_table(self, name: str, key: str, frame: pd.DataFrame) -> Path:
         """Store analysis ``name``'s rows for ``key`` (an ensemble or run id), replacing them.
         On a read-only lab nothing is stored and a warning says so (the analysis still runs)."""
-        if getattr(self, "read_only", False):  # LabFiles (sweep workers) borrows this method
+        if self.read_only:
             self.warn(f"lab {self.root} is read-only: the {name} table was not stored")
             return tables.table_path(self.analyses_dir, name, key)
-        return tables.write_table(self.analyses_dir, name, key, frame)
-
-    def read_table(self, name: str) -> pd.DataFrame:
-        return tables.read_table(self.analyses_dir, name)
-
-    def read_run_table(self, name: str, key: str) -> pd.DataFrame | None:
-        return tables.read_key(self.analyses_dir, name, key)
+        return super().write_table(name, key, frame)
 
 
 def _union_keys(dicts) -> list[str]:

@@ -1,11 +1,14 @@
 """The unit of work every executor runs: one chunk (DESIGN §4, "the same chunk spec runs
 unchanged on both executors").
 
-A :class:`ChunkSpec` is plain data (flat configs, the lab path, the execution
-:class:`~rulelab.settings.Settings`), so it pickles
-to a Ray worker as easily as it runs in-process. :func:`run_chunk` loads each run's checkpoint
-from the lab's files, trains, writes checkpoints and metrics through :class:`LabFiles`, and
-returns one :class:`RunOutcome` per run. It never touches the registry: the driver does.
+A :class:`ChunkSpec` is plain data (the runs' config objects, the lab's
+:class:`~rulelab.store.LabDir`, the execution
+:class:`~rulelab.settings.Settings`), so it pickles to a Ray worker as easily as it runs
+in-process. The configs are the ones the recipe built (frozen pydantic models: pickling is their
+one serialized form on the way to a worker), never rebuilt from a flat dict (issue 22).
+:func:`run_chunk` loads each run's checkpoint from the lab's files, trains, writes checkpoints
+and metrics through the ``LabDir``, and returns one :class:`RunOutcome` per run. It never
+touches the registry (a ``LabDir`` cannot reach it): the driver does.
 
 Faults:
 - a member whose loss goes non-finite is frozen and failed by the trainer, its chunk goes on;
@@ -20,12 +23,10 @@ Faults:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from rulelab.settings import Settings
-from rulelab.store import StoreError, checkpoints, metrics, tables
-from rulelab.store.lab import Lab
-from rulelab.study_registry import config_from_flat
+from rulelab.store import StoreError, checkpoints
+from rulelab.store.lab_dir import LabDir
 
 
 @dataclass(frozen=True)
@@ -33,14 +34,14 @@ class ChunkSpec:
     """Everything a worker needs to train one chunk (picklable, no open handles)."""
 
     index: int
-    configs: tuple[dict, ...]  # flat run configs
-    lab: str  # lab directory (shared by driver and workers)
+    configs: tuple  # the runs' config objects, as the recipe built them
+    lab: LabDir  # the lab's files (a folder shared by the driver and its workers)
     settings: Settings = Settings()
     label: str = ""
 
     @property
     def run_ids(self) -> list[str]:
-        return [config_from_flat(f).run_id for f in self.configs]
+        return [c.run_id for c in self.configs]
 
 
 @dataclass
@@ -53,34 +54,7 @@ class RunOutcome:
     error: str | None = None
 
 
-class LabFiles:
-    """The run files of a lab (checkpoints, metrics, snapshots, analysis tables), without the
-    registry: what a worker may write. Same methods as :class:`rulelab.store.Lab`."""
-
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
-        self.metrics_dir = self.root / "metrics"
-        self.checkpoints_dir = self.root / "checkpoints"
-        self.analyses_dir = self.root / "analyses"
-
-    def save_checkpoint(self, run_id: str, state: dict) -> None:
-        checkpoints.save_checkpoint(self.checkpoints_dir, run_id, state)
-
-    def load_checkpoint(self, run_id: str) -> dict | None:
-        return checkpoints.load_checkpoint(self.checkpoints_dir, run_id)
-
-    def write_metrics(self, run_id, frame) -> None:
-        metrics.write_metrics(self.metrics_dir, run_id, frame)
-
-    save_snapshot = Lab.save_snapshot
-    write_table = Lab.write_table
-    read_run_table = Lab.read_run_table
-
-    def read_table(self, name: str):
-        return tables.read_table(self.analyses_dir, name)
-
-
-def checkpoint_epoch(files: LabFiles, run_id: str) -> int:
+def checkpoint_epoch(files: LabDir, run_id: str) -> int:
     """The epoch a run would resume from (0 without a checkpoint); memory-mapped, cheap."""
     import torch
 
@@ -101,8 +75,7 @@ def run_chunk(spec: ChunkSpec, progress=None) -> list[RunOutcome]:
 
     if spec.settings.threads:
         torch.set_num_threads(spec.settings.threads)
-    configs = [config_from_flat(f) for f in spec.configs]
-    return _train(configs, LabFiles(spec.lab), spec, progress)
+    return _train(list(spec.configs), spec.lab, spec, progress)
 
 
 def run_chunk_plain(spec: ChunkSpec) -> list[dict]:
@@ -114,7 +87,7 @@ def run_chunk_plain(spec: ChunkSpec) -> list[dict]:
     return [o.__dict__ for o in run_chunk(spec, progress)]
 
 
-def _train(configs: list, files: LabFiles, spec: ChunkSpec, progress) -> list[RunOutcome]:
+def _train(configs: list, files: LabDir, spec: ChunkSpec, progress) -> list[RunOutcome]:
     from rulelab.train.groups import group_runs
     from rulelab.train.runner import train_chunk  # torch: only where chunks train
 
@@ -144,7 +117,7 @@ def _reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
 
-def _isolate(group: list, reason: str, files: LabFiles, spec: ChunkSpec,
+def _isolate(group: list, reason: str, files: LabDir, spec: ChunkSpec,
              progress) -> list[RunOutcome]:
     """Retry the halves of a chunk that raised, from their members' last checkpoints."""
     if progress is not None:

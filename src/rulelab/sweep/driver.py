@@ -21,16 +21,15 @@ import contextlib
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from rulelab.settings import Settings
-from rulelab.store import Lab, StoreError
+from rulelab.store import Lab, LabDir, StoreError
 from rulelab.store.atomic import remove_stale_temp_files
 from rulelab.store.errors import first_line
 from rulelab.store.lock import lab_lock, lock_holder
 from rulelab.store.paths import move_aside
 from rulelab.store.registry import Registry
-from rulelab.sweep.chunk import ChunkSpec, LabFiles, RunOutcome, checkpoint_epoch
+from rulelab.sweep.chunk import ChunkSpec, RunOutcome, checkpoint_epoch
 from rulelab.sweep.estimate import memory_budget
 from rulelab.sweep.planner import Plan, cell_key, plan_chunks
 from rulelab.sweep.recipe import Recipe
@@ -52,8 +51,7 @@ def make_plan(recipe: Recipe, lab: Lab | None, settings: Settings, *,
     configs = recipe.configs()
     statuses = lab.statuses([c.run_id for c in configs]) if lab else {}
     todo = [c for c in configs if statuses.get(c.run_id) not in FINISHED]
-    files = LabFiles(lab.root) if lab else None
-    start = {c.run_id: _resume_epoch(files, c.run_id) for c in todo} if files else {}
+    start = {c.run_id: _resume_epoch(lab, c.run_id) for c in todo} if lab else {}
     budget, note = memory_budget(settings.device, settings.memory_gib)
     chunks, caps = plan_chunks(todo, start, max_members=settings.max_members,
                                budget_bytes=budget, micro_batch=settings.micro_batch,
@@ -64,7 +62,7 @@ def make_plan(recipe: Recipe, lab: Lab | None, settings: Settings, *,
                 settings.max_members, caps)
 
 
-def _resume_epoch(files: LabFiles, run_id: str) -> int:
+def _resume_epoch(files: LabDir, run_id: str) -> int:
     """:func:`checkpoint_epoch`, with a checkpoint that loads but is not a state of ours (no
     integer epoch) reported as one line naming the file."""
     try:
@@ -102,9 +100,9 @@ def restart(lab: Lab, unusable: dict[str, str]) -> list[str]:
 
 
 def chunk_specs(plan: Plan, lab: Lab, settings: Settings) -> list[ChunkSpec]:
-    return [ChunkSpec(index=c.index, configs=tuple(cfg.flat() for cfg in c.configs),
-                      lab=str(lab.root), settings=settings, label=f"{c.label} × {len(c.configs)}")
-            for c in plan.chunks]
+    files = LabDir(lab.root)  # the lab's files without its registry: what a worker may touch
+    return [ChunkSpec(index=c.index, configs=tuple(c.configs), lab=files, settings=settings,
+                      label=f"{c.label} × {len(c.configs)}") for c in plan.chunks]
 
 
 def run_sweep(recipe: Recipe, lab: Lab, settings: Settings, executor=None, progress=None, *,
@@ -230,6 +228,6 @@ def sweep_lock(lab: Lab, experiment: str, command: str = "sweep"):
         yield
 
 
-def active_sweep(root: str | Path, *, _probe: bool = True) -> dict | None:
+def active_sweep(lab: LabDir, *, _probe: bool = True) -> dict | None:
     """``{pid, experiment, command}`` of the sweep or train holding the lab's lock, or None."""
-    return lock_holder(root, probe=_probe)
+    return lock_holder(lab.root, probe=_probe)

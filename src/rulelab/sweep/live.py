@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rulelab.store.atomic import atomic_write
+from rulelab.store.lab_dir import LabDir
 
 if TYPE_CHECKING:  # the runner imports torch; `rulelab status` reads these files without it
     from rulelab.train.runner import EpochProgress
@@ -34,13 +35,13 @@ PROGRESS_DIR = "progress"
 WRITE_SECONDS = 5.0  # a worker rewrites its chunk's file at most this often
 
 
-def progress_path(lab_root: str | Path, index: int) -> Path:
-    return Path(lab_root) / PROGRESS_DIR / f"chunk-{index}.json"
+def progress_path(lab: LabDir, index: int) -> Path:
+    return lab.root / PROGRESS_DIR / f"chunk-{index}.json"
 
 
-def remove_progress(lab_root: str | Path, index: int) -> None:
+def remove_progress(lab: LabDir, index: int) -> None:
     """Remove a chunk's file, and the folder once no chunk has one."""
-    path = progress_path(lab_root, index)
+    path = progress_path(lab, index)
     with contextlib.suppress(OSError):
         path.unlink(missing_ok=True)
         path.parent.rmdir()  # fails while another chunk's file is there: kept
@@ -104,11 +105,11 @@ class Both:
             p.finish()
 
 
-def running_chunks(lab_root: str | Path) -> list[dict]:
+def running_chunks(lab: LabDir) -> list[dict]:
     """What each running chunk's file says: ``{chunk, label, epoch, epochs, generalized,
     failed}``, by chunk index (meaningful while a sweep holds the lab's lock)."""
     out = []
-    for path in sorted((Path(lab_root) / PROGRESS_DIR).glob("chunk-*.json")):
+    for path in sorted((lab.root / PROGRESS_DIR).glob("chunk-*.json")):
         state = read_progress(path)
         index = path.stem.removeprefix("chunk-")
         if state is None or not index.isdigit():
@@ -123,22 +124,22 @@ def running_chunks(lab_root: str | Path) -> list[dict]:
 class RemoteProgress:
     """The driver's side: replays each running chunk's file into its epoch callbacks."""
 
-    def __init__(self, lab_root: str | Path, callbacks: Callable[[object], EpochProgress]):
-        self.lab_root, self.callbacks = lab_root, callbacks
+    def __init__(self, lab: LabDir, callbacks: Callable[[object], EpochProgress]):
+        self.lab, self.callbacks = lab, callbacks
         self.running: dict[int, tuple[EpochProgress, list]] = {}  # index → (callbacks, seen)
 
     def started(self, spec) -> None:
-        remove_progress(self.lab_root, spec.index)  # an earlier sweep's chunk of this index
+        remove_progress(self.lab, spec.index)  # an earlier sweep's chunk of this index
         self.running[spec.index] = (self.callbacks(spec), [None, None])
 
     def ended(self, spec) -> None:
         self.running.pop(spec.index, None)
-        remove_progress(self.lab_root, spec.index)
+        remove_progress(self.lab, spec.index)
 
     def poll(self) -> None:
         """Replay what changed in the running chunks' files since the last poll."""
         for index, (callbacks, seen) in self.running.items():
-            state = read_progress(progress_path(self.lab_root, index))
+            state = read_progress(progress_path(self.lab, index))
             if state is None:
                 continue
             start, update = state.get("start"), state.get("update")

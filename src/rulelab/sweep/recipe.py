@@ -18,15 +18,18 @@ task's config class (the study registry, :mod:`rulelab.study_registry`); every r
 validated on load, so a bad recipe fails before anything is written, with one line
 ``file:line: key: message``. ``execution`` is a :class:`rulelab.settings.Settings`; a recipe made
 from ``rulelab train`` flags (:func:`recipe_from_flags`) is the same object without a file.
+
+A recipe's runs are built once, when it is made (issue 22: configs used to be rebuilt four times
+in the driver process and once more in the worker): :attr:`Recipe.runs` holds the config
+objects, and the planner, the driver, the chunk specs and the worker pass those same objects on.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -61,6 +64,8 @@ class Recipe:
     grids: tuple[dict, ...]
     seeds: tuple[int, ...]
     execution: Settings
+    # Every run's config, cell-major, each built once (duplicates once): what travels on.
+    runs: tuple = field(repr=False, compare=False)
     overrides: tuple[str, ...] = ()  # key=value overrides applied to the file (as given)
 
     @property
@@ -72,15 +77,18 @@ class Recipe:
         return cells(self.grids)
 
     def configs(self) -> list:
-        """Every run, cell-major; runs that coincide (same config) appear once."""
-        return expand(self.config_class, self.base, self.grids, self.seeds)
+        """Every run, cell-major; runs that coincide (same config) appear once: the configs
+        built when the recipe was made (:attr:`runs`), not new ones."""
+        return list(self.runs)
 
 
 def recipe_from_flags(task: str, experiment: str, base: dict, grid: dict,
                       seeds: Sequence[int], execution: Settings) -> Recipe:
-    """The recipe of a ``rulelab train`` command line (its runs are validated by
-    :func:`rulelab.grid.expand`, with one-line errors naming the flags)."""
-    return Recipe(None, experiment, task, "", dict(base), (dict(grid),), tuple(seeds), execution)
+    """The recipe of a ``rulelab train`` command line; its runs are built here, once, by
+    :func:`rulelab.grid.expand` (a bad value: one line naming the flag)."""
+    runs = tuple(expand(tasks()[task].config, base, [grid], seeds))
+    return Recipe(None, experiment, task, "", dict(base), (dict(grid),), tuple(seeds),
+                  execution, runs)
 
 
 def load_recipe(path: str | Path, overrides: Sequence[Override] = ()) -> Recipe:
@@ -162,10 +170,9 @@ def parse_recipe(text: str, path: Path, overrides: Sequence[Override] = ()) -> R
     description = str(data.get("description") or "")
     if overrides:  # a report quoting the file's description says what was changed
         description = f"{description} (overridden: {', '.join(o.text for o in overrides)})"
-    recipe = Recipe(path, experiment, task, description, base, grids, seeds, execution,
-                    tuple(o.text for o in overrides))
-    _validate_runs(recipe, data, lines)
-    return recipe
+    runs = _build_runs(cls, base, grids, seeds, data, lines)
+    return Recipe(path, experiment, task, description, base, grids, seeds, execution, runs,
+                  tuple(o.text for o in overrides))
 
 
 # --- parts ------------------------------------------------------------------------------------
@@ -266,30 +273,33 @@ def _execution(data: dict, lines: Lines, task: str) -> Settings:
     return execution
 
 
-def _validate_runs(recipe: Recipe, data: dict, lines: Lines) -> None:
-    """Build every cell (first seed) so a bad value points at its line before any work."""
+def _build_runs(cls, base: dict, grids: tuple[dict, ...], seeds: tuple[int, ...], data: dict,
+                lines: Lines) -> tuple:
+    """Every run, built once by :func:`rulelab.grid.expand` (the one time a recipe's configs
+    are built), a bad value pointing at its line before any work."""
     listed = isinstance(data.get("grid"), list)
-    for g, grid in enumerate(recipe.grids):
-        names = list(grid)
-        for values in itertools.product(*(grid[n] for n in names)):
-            cell = dict(zip(names, values, strict=True))
-            try:
-                recipe.config_class(**{**recipe.base, **cell, "seed": recipe.seeds[0]})
-            except ValidationError as err:
-                e = err.errors()[0]
-                key = str(e["loc"][0]) if e.get("loc") else _flag_in(e.get("msg", ""))
-                if key in cell:
-                    where = ("grid", g, key) if listed else ("grid", key)
-                    where = (*where, _index(grid[key], cell[key]))
-                elif key in recipe.base:
-                    where = ("base", key)
-                else:
-                    where = ("grid", g) if listed and names else ("grid" if names else "base",)
-                message = _value_message(e).removeprefix(f"{key}: ")
-                raise lines.error(where, message, key=key) from None
-    for seed in recipe.seeds:
+    runs = expand(cls, base, grids, seeds, on_error=lambda err, g, cell: _run_error(
+        err, g, grids[g], cell, base, listed, lines))
+    for seed in seeds:
         if seed >= 2**31:
             raise lines.error(("seeds",), f"{seed} is not allowed; seeds must be < 2**31")
+    return tuple(runs)
+
+
+def _run_error(err: ValidationError, g: int, grid: dict, cell: dict, base: dict, listed: bool,
+               lines: Lines) -> RecipeError:
+    """A run that does not build, as one line at the key (and value) at fault."""
+    e = err.errors()[0]
+    key = str(e["loc"][0]) if e.get("loc") else _flag_in(e.get("msg", ""))
+    if key in cell:
+        where = ("grid", g, key) if listed else ("grid", key)
+        where = (*where, _index(grid[key], cell[key]))
+    elif key in base:
+        where = ("base", key)
+    else:
+        where = ("grid", g) if listed and grid else ("grid" if grid else "base",)
+    message = _value_message(e).removeprefix(f"{key}: ")
+    return lines.error(where, message, key=key)
 
 
 def _index(values: list, value) -> int:

@@ -49,10 +49,10 @@ def experiment_status(lab: Lab) -> list[dict]:
 
 
 def lab_status(lab: Lab) -> dict:
-    active = active_sweep(lab.root)
+    active = active_sweep(lab)
     return {"lab": str(lab.root), "active_sweep": active,
             "last_writer": None if active else lock_holder(lab.root, probe=False),
-            "chunks": running_chunks(lab.root) if active else [],
+            "chunks": running_chunks(lab) if active else [],
             "experiments": experiment_status(lab)}
 
 

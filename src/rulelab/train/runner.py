@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from rulelab.settings import Settings
-from rulelab.store import StoreError, checkpoints
+from rulelab.store import LabDir, StoreError, checkpoints
 from rulelab.store.version import ENGINE_VERSION, engine_of, engine_refusal
 from rulelab.study_registry import task
 from rulelab.train.base import EnsembleTrainerBase
@@ -61,7 +61,7 @@ def engine_history(state: dict) -> str:
     return ", ".join(f"{v} from epoch {ep}" for ep, v in engines)
 
 
-def engine_switches(files, run_ids, allow: bool) -> dict[str, str]:
+def engine_switches(files: LabDir, run_ids, allow: bool) -> dict[str, str]:
     """``{run_id: engine history}`` for the runs whose checkpoint (past epoch 0) another engine
     version wrote. Without ``allow`` the first one is refused: :class:`StoreError`, one line
     naming both versions, before anything is trained. Unreadable checkpoints are skipped (the
@@ -89,16 +89,16 @@ def trainer_class(task_name: str) -> type[EnsembleTrainerBase]:
     return task(task_name).trainer_class()
 
 
-def train_chunk(chunk, states, files, settings: Settings,
+def train_chunk(chunk, states, files: LabDir, settings: Settings,
                 progress: EpochProgress | None = None, *,
                 on_start: Callable[[], None] | None = None) -> list[dict]:
     """Train one ensemble of shape-compatible runs to its last epoch; returns each member's
     summary (``failed_reason`` set for a member that failed).
 
     Writes only run files through ``files`` (checkpoints, metrics, snapshots, tracked tables:
-    a :class:`~rulelab.store.Lab` or any object with its file methods), so it can run in a
-    worker process. ``states`` holds each run's checkpoint (or None); ``on_start`` runs once
-    the trainer is built, before the first epoch.
+    a :class:`~rulelab.store.LabDir`, or a :class:`~rulelab.store.Lab`, which is one), so it
+    can run in a worker process. ``states`` holds each run's checkpoint (or None);
+    ``on_start`` runs once the trainer is built, before the first epoch.
     """
     progress = progress or EpochProgress()
     for c in chunk:  # before any work: a state of another engine only where allowed
