@@ -7,13 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.lines import Line2D
-from tests.unit.test_figures_s import (
+from tests.report.test_report import make_lab
+from tests.studies.shortcut_saturation.test_figures_s import (
     make_ablation,
     make_gradients,
     make_patching,
 )
-from tests.unit.test_figures_s import make_runs as make_s_runs
-from tests.unit.test_report import make_lab
+from tests.studies.shortcut_saturation.test_figures_s import make_runs as make_s_runs
 
 from rulelab.analysis.calibration import NullCheck
 from rulelab.report.figure_check import figure_problems
@@ -232,7 +232,7 @@ def test_each_claim_reads_once_on_the_scale_map(tmp_path):
     """Issue 23: the claim's text was in its heading, its sentence and its caption."""
     import html
 
-    from tests.unit.test_scale_map import headline, s_lab
+    from tests.report.test_scale_map import headline, s_lab
 
     from rulelab.report.scale_map import open_scales, read_claims, write_scale_map
 

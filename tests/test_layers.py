@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = Path(__file__).resolve().parents[1] / "src"
 ROOT = SRC / "rulelab"
 
 # Lowest first. A module may import modules of its own layer and of lower ones.

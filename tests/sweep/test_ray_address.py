@@ -3,7 +3,7 @@
 retry for minutes (measured: still retrying after 150 s on the old code).
 
 Ray itself is not needed: ``probe_address`` only asks it which address it would connect to
-(a stand-in here; the real one is used by the CLI test in ``tests/integration/test_ray.py``).
+(a stand-in here; the real one is used by the CLI test in ``tests/e2e/test_ray.py``).
 """
 
 from __future__ import annotations
