@@ -59,10 +59,10 @@ def test_large_allocations_come_from_the_kept_heap():
     assert all(m < 64 << 20 for m in kept), kept
 
 
-def test_the_engine_applies_it(monkeypatch):
-    from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+def test_the_engine_applies_it(monkeypatch, toy):
     from rulelab.train.runner import trainer_class
+    from toy_study import ToyRunConfig
 
     monkeypatch.setattr(allocator, "_applied", None)  # as in a fresh process
-    trainer_class("mpsp")([MPSPRunConfig(n_train=64, n_eval=16, epochs=1)])
+    trainer_class("toy")([ToyRunConfig(n_train=64, n_eval=16, epochs=1)])
     assert allocator._applied is not None  # decided once, for the whole process
