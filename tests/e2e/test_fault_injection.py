@@ -32,17 +32,17 @@ import pandas as pd
 import pytest
 import torch
 
-from forked_cli import ForkedCLI
+from forked_cli import TOY_MODULES, ForkedCLI
 from labs import (
-    TINY,
+    TOY_TINY,
     assert_same_checkpoints,
-    cli,
-    env,
     metrics,
     registry,
     statuses,
     sweep,
     temp_files,
+    toy_cli,
+    toy_env,
     write,
 )
 
@@ -51,10 +51,10 @@ pytestmark = pytest.mark.slow  # 25 s here idle, 45 s with the other core busy
 N_RUNS, EPOCHS, KILLS, SEED = 8, 60, 12, 20240612
 RECIPE = f"""\
 experiment: faults
-task: mpsp
-base: {{{TINY}, epochs: {EPOCHS}}}
+task: toy
+base: {{{TOY_TINY}, epochs: {EPOCHS}}}
 grid:
-  ratio: [0.6, 0.9]
+  noise: [0.1, 0.2]
   weight_decay: [0.1, 0.3]
 seeds: 2
 execution: {{max_members: 2, checkpoint_every: 3}}
@@ -85,7 +85,7 @@ def kill_inside_a_write(rulelab: ForkedCLI, lab: Path, stale: list[Path]) -> int
     raise AssertionError("the sweep wrote no file for 120 s")
 
 
-def test_sweep_killed_at_random_moments_ends_identical_to_an_uninterrupted_one(tmp_path):
+def test_sweep_killed_at_random_moments_ends_identical_to_an_uninterrupted_one(tmp_path, toy):
     recipe = write(tmp_path, "faults", RECIPE)
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     t0 = time.monotonic()
@@ -97,7 +97,7 @@ def test_sweep_killed_at_random_moments_ends_identical_to_an_uninterrupted_one(t
     argv = ["sweep", recipe, "--lab", killed, "--quiet"]
     log = tmp_path / "killed.log"
     points = []
-    with ForkedCLI(env()) as rulelab:
+    with ForkedCLI(toy_env(), TOY_MODULES) as rulelab:
         t0 = time.monotonic()  # a sweep's set-up: the same sweep on the finished lab
         rulelab.start(["sweep", recipe, "--lab", whole, "--quiet"], log)
         assert rulelab.wait() == 0
@@ -126,7 +126,7 @@ def test_sweep_killed_at_random_moments_ends_identical_to_an_uninterrupted_one(t
     assert 0 < progress(killed) < 1 and statuses(killed).count("done") < N_RUNS
     assert len({p for _, p, _, _ in points}) >= KILLS // 3  # at several stages of training
 
-    subprocess.run(cli(*argv), env=env(), check=True, capture_output=True, timeout=300)
+    subprocess.run(toy_cli(*argv), env=toy_env(), check=True, capture_output=True, timeout=300)
 
     assert temp_files(killed) == []
     ra, rb = registry(whole), registry(killed)

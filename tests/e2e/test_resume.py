@@ -1,26 +1,27 @@
-"""A run killed with SIGKILL and resumed ends with the metrics of an uninterrupted run."""
+"""A run killed with SIGKILL and resumed ends with the metrics (and tracked analyses) of an
+uninterrupted run; on the toy study (tests/toy_study)."""
 
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
-ARGS = ["train", "mpsp", "--layers", "1", "--heads", "1", "--d-model", "16", "--d-mlp", "32",
-        "--seq-len", "5", "--vocab", "12", "--n-train", "512", "--n-eval", "64",
-        "--ratio", "0.6", "0.9", "--seeds", "2", "--epochs", "400", "--eval-every", "5",
-        "--checkpoint-every", "20", "--track", "gradients", "--track-every", "log", "--quiet"]
+from labs import toy_cli, toy_env
+
+ARGS = ["train", "toy", "--width", "32", "--n-train", "512", "--n-eval", "64",
+        "--noise", "0.1", "0.2", "--seeds", "2", "--epochs", "400", "--eval-every", "5",
+        "--checkpoint-every", "20", "--track", "weights", "--track-every", "log", "--quiet"]
 
 
 def _cli(lab: Path) -> list[str]:
-    return [sys.executable, "-m", "rulelab.cli", *ARGS, "--lab", str(lab)]
+    return toy_cli(*ARGS, "--lab", lab)
 
 
 def _env() -> dict:
-    return {**os.environ, "OMP_NUM_THREADS": "1"}
+    return toy_env()
 
 
 def _metrics(lab: Path) -> pd.DataFrame:
@@ -48,10 +49,10 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
 
     subprocess.run(_cli(killed), check=True, env=_env(), capture_output=True)
     a, b = _metrics(whole), _metrics(killed)
-    assert len(a) == len(b) == 4 * (400 // 5 + 1) * 12  # 10 + shortcut_acc on val, adv
+    assert len(a) == len(b) == 4 * (400 // 5 + 1) * 4  # loss and acc on train and eval
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     # analyses tracked during training survive the kill the same way
-    ga, gb = (_table(lab, "gradients") for lab in (whole, killed))
+    ga, gb = (_table(lab, "weights") for lab in (whole, killed))
     assert len(ga) == len(gb) > 0 and ga["epoch"].nunique() > 5
     pd.testing.assert_frame_equal(ga, gb, check_exact=True)
 

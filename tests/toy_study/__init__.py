@@ -4,7 +4,9 @@ study and a study can be deleted with its folder and its tests folder.
 **Task** ``toy``: the sign of a random linear function of ``d`` Gaussian inputs, learned by
 ``E`` two-layer ReLU networks (:mod:`.trainer`); a run of the defaults trains in milliseconds.
 Files: ``config.py`` (run config), ``trainer.py`` (data, model, metrics, summary),
-``cost.py`` (the planner's estimate), ``views.py``, ``reproduce.py``, ``recipes/quick.yaml``.
+``cost.py`` (the planner's estimate), ``tracking.py`` (``--track weights``), ``views.py``,
+``reproduce.py``, ``recipes/quick.yaml``, ``registered.py`` (registers it when imported: a
+child process's way in).
 
 The package lives in ``tests/`` (on ``sys.path`` while pytest runs, as ``toy_study``) and is in
 the registry (:mod:`rulelab.study_registry`) only inside :func:`registered` — the fixture
@@ -34,6 +36,7 @@ TOY = Task(
     axes=("width", "noise", "lr", "weight_decay", "data_seed"),
     shape_flags="--width/--d",
     checkpoint_every=20,
+    trackers={"weights": "toy_study.tracking:weights"},
 )
 
 STUDY = Study(

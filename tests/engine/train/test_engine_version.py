@@ -1,6 +1,7 @@
 """Engine versions (issue 25): every run records the engine version that trained it; resuming a
 checkpoint another engine version wrote is refused before any work, with one line naming both
-versions, unless ``--allow-engine-change``, which records the switch on the run."""
+versions, unless ``--allow-engine-change``, which records the switch on the run. On the toy
+study (tests/toy_study)."""
 
 import sqlite3
 
@@ -12,17 +13,16 @@ from rulelab.settings import Settings
 from rulelab.store import Lab, StoreError
 from rulelab.store.registry import engine_read
 from rulelab.store.version import ENGINE_VERSION, LEGACY_ENGINE
-from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
-from rulelab.studies.shortcut_saturation.trainer import MPSPTrainer
 from rulelab.sweep.driver import run_configs
+from toy_study import ToyRunConfig
+from toy_study.trainer import ToyTrainer
 
-FLAGS = dict(seq_len=5, vocab=12, n_train=128, n_eval=64, d_model=16, d_mlp=16, heads=1,
-             layers=1, epochs=20, eval_every=5, seed=3)
-CFG = MPSPRunConfig(**FLAGS)
-ARGS = ["train", "mpsp", "--seq-len", "5", "--vocab", "12", "--n-train", "128", "--n-eval",
-        "64", "--d-model", "16", "--d-mlp", "16", "--heads", "1", "--layers", "1", "--epochs",
-        "20", "--eval-every", "5", "--seed-start", "3", "--micro-batch", "64", "--quiet"]
+FLAGS = dict(n_train=128, n_eval=64, width=16, epochs=20, eval_every=5, seed=3)
+CFG = ToyRunConfig(**FLAGS)
+ARGS = ["train", "toy", "--n-train", "128", "--n-eval", "64", "--width", "16", "--epochs", "20",
+        "--eval-every", "5", "--seed-start", "3", "--micro-batch", "64", "--quiet"]
 OPTS = Settings(micro_batch=64)
+pytestmark = pytest.mark.usefixtures("toy")
 
 
 class _Stop(Exception):
@@ -35,7 +35,7 @@ OTHER = ENGINE_VERSION + 1  # an engine whose numbers differ from this one's
 def _killed_at(lab: Lab, epoch: int, *, engine: int | None) -> dict:
     """``lab`` as a kill at ``epoch`` leaves it: the run registered and pending, its checkpoint
     at ``epoch`` as engine version ``engine`` wrote it (None: no version, as before them)."""
-    trainer, saved = MPSPTrainer([CFG], OPTS), {}
+    trainer, saved = ToyTrainer([CFG], OPTS), {}
 
     def stop(tr, _evaluated) -> None:
         if tr.epoch == epoch:
