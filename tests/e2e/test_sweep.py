@@ -2,7 +2,7 @@
 
 The kill test runs the real CLI as processes and SIGKILLs the driver at three points (mid
 first chunk, just after it, mid second chunk), re-running it each time, and compares every
-stored metric and summary with an uninterrupted sweep.
+stored metric and summary with an uninterrupted sweep. On the toy study (tests/toy_study).
 """
 
 from __future__ import annotations
@@ -16,9 +16,20 @@ import sys
 import time
 
 import pandas as pd
+import pytest
 from rich.console import Console
 
-from labs import TINY, cli, env, metrics, n_checkpoints, registry, statuses, sweep, write
+from labs import (
+    TOY_TINY,
+    metrics,
+    n_checkpoints,
+    registry,
+    statuses,
+    sweep,
+    toy_cli,
+    toy_env,
+    write,
+)
 from rulelab.store import Lab
 from rulelab.sweep import LocalExecutor, load_recipe, run_sweep
 from rulelab.sweep.progress import RichSweepProgress, SweepProgress
@@ -26,26 +37,26 @@ from rulelab.sweep.status import lab_status
 
 KILL = f"""\
 experiment: killed
-task: mpsp
-base: {{{TINY}, epochs: 200}}
+task: toy
+base: {{{TOY_TINY}, epochs: 200}}
 grid:
-  ratio: [0.6, 0.9]
+  noise: [0.1, 0.2]
   weight_decay: [0.1, 0.3]
 seeds: 2
 execution: {{max_members: 4, checkpoint_every: 25}}
 """
-# vocab 6, seq_len 3: 216 sequences; val and adv take 32, so a train set at r = 0 (all 64
-# examples anti-shortcut) cannot be filled: those members fail with the generator's reason.
+# a cell of broken members (their data cannot be built: ValueError) in front of healthy ones
 FAULTY = """\
 experiment: faulty
-task: mpsp
-base: {layers: 1, heads: 1, d_model: 16, d_mlp: 16, seq_len: 3, vocab: 6, n_train: 64,
-       n_eval: 16, epochs: 40, eval_every: 5}
-grid:
-  ratio: RATIOS
+task: toy
+base: {d: 4, width: 16, n_train: 64, n_eval: 16, epochs: 40, eval_every: 5}
+grid: CELLS
 seeds: 2
 execution: {max_members: 6}
 """
+HEALTHY = "[{noise: [0.1, 0.2]}]"
+BROKEN = "[{noise: [0.0], broken: [true]}, {noise: [0.1, 0.2]}]"
+pytestmark = pytest.mark.usefixtures("toy")  # the in-process sweeps look the task up
 
 
 def test_sweep_killed_at_several_points_then_resumed_equals_uninterrupted(tmp_path):
@@ -58,11 +69,11 @@ def test_sweep_killed_at_several_points_then_resumed_equals_uninterrupted(tmp_pa
         ("after chunk 1", lambda: statuses(killed).count("done") >= 4),
         ("mid chunk 2", lambda: n_checkpoints(killed) >= 8),
     ]
-    cmd = cli("sweep", recipe, "--lab", killed, "--quiet")
+    cmd = toy_cli("sweep", recipe, "--lab", killed, "--quiet")
     for name, reached in points:
         log = tmp_path / f"{name}.log"
         with open(log, "w") as err:
-            proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=err)
+            proc = subprocess.Popen(cmd, env=toy_env(), stdout=subprocess.DEVNULL, stderr=err)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not reached() and proc.poll() is None:
             time.sleep(0.02)
@@ -75,10 +86,10 @@ def test_sweep_killed_at_several_points_then_resumed_equals_uninterrupted(tmp_pa
             (exp,) = status["experiments"]
             assert status["active_sweep"] is None and exp["running"] == 4 and exp["done"] == 0
     assert len(statuses(killed)) == 8 and statuses(killed).count("done") < 8
-    subprocess.run(cmd, env=env(), check=True, capture_output=True)
+    subprocess.run(cmd, env=toy_env(), check=True, capture_output=True)
 
     a, b = metrics(whole), metrics(killed)
-    assert len(a) == len(b) == 8 * (200 // 5 + 1) * 12  # 10 + shortcut_acc on val, adv
+    assert len(a) == len(b) == 8 * (200 // 5 + 1) * 4  # loss and acc on train and eval
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     ra, rb = registry(whole), registry(killed)
     assert ra == rb and {s for s, _, _ in ra.values()} == {"done"}
@@ -87,7 +98,7 @@ def test_sweep_killed_at_several_points_then_resumed_equals_uninterrupted(tmp_pa
 def test_runs_a_killed_sweep_left_running_are_pending_until_their_chunk_starts(tmp_path):
     """Before, a resumed sweep's status counted every run a killed sweep had left 'running'
     as running, beside those that really ran."""
-    recipe = load_recipe(write(tmp_path, "healthy", FAULTY.replace("RATIOS", "[0.5, 0.9]")))
+    recipe = load_recipe(write(tmp_path, "healthy", FAULTY.replace("CELLS", HEALTHY)))
     lab = Lab(tmp_path / "lab", create=True)
     ids = [c.run_id for c in recipe.configs()]
     lab.register([(c.run_id, c.flat()) for c in recipe.configs()], recipe.experiment)
@@ -106,8 +117,8 @@ def test_runs_a_killed_sweep_left_running_are_pending_until_their_chunk_starts(t
 
 
 def test_a_failing_member_is_recorded_and_its_chunk_and_sweep_go_on(tmp_path):
-    faulty = write(tmp_path, "faulty", FAULTY.replace("RATIOS", "[0.0, 0.5, 0.9]"))
-    healthy = write(tmp_path, "healthy", FAULTY.replace("RATIOS", "[0.5, 0.9]"))
+    faulty = write(tmp_path, "faulty", FAULTY.replace("CELLS", BROKEN))
+    healthy = write(tmp_path, "healthy", FAULTY.replace("CELLS", HEALTHY))
     shown = io.StringIO()
     lab = sweep(faulty, tmp_path / "faulty-lab",
                 progress=RichSweepProgress(Console(file=shown, width=200)))
@@ -115,7 +126,7 @@ def test_a_failing_member_is_recorded_and_its_chunk_and_sweep_go_on(tmp_path):
     runs = registry(lab.root)
     failed = {rid: err for rid, (status, _, err) in runs.items() if status == "failed"}
     assert len(runs) == 6 and len(failed) == 2
-    assert all(err.startswith("ValueError: could not fill MPSP train cell quotas")
+    assert all(err.startswith("ValueError: toy data: cannot build the data of a member")
                for err in failed.values())
     # the 4 healthy members end exactly as in a sweep without the failing cell
     ref = sweep(healthy, tmp_path / "healthy-lab")

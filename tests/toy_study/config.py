@@ -14,7 +14,7 @@ class ToyRunConfig(RunConfig):
     """One toy run; the defaults train in a few milliseconds an epoch."""
 
     member_fields = ("data_seed", "seed", "noise", "lr", "weight_decay", "beta1", "beta2", "eps",
-                     "momentum")
+                     "momentum", "broken")
 
     task: Literal["toy"] = "toy"
     # --- task ---
@@ -23,6 +23,8 @@ class ToyRunConfig(RunConfig):
     n_eval: int = Field(32, ge=2, le=100_000, description="evaluation examples")
     noise: float = Field(0.0, ge=0.0, le=0.5, description="share of training labels flipped")
     data_seed: int = Field(0, ge=0, lt=2**31, description="the direction and the examples")
+    broken: bool = Field(False, description="building this member's data raises ValueError, as "
+                         "a generator that cannot fill its set does (how tests make one fail)")
     # --- model ---
     width: int = Field(8, ge=1, le=4096, description="hidden ReLU units")
     # --- training ---

@@ -2,9 +2,11 @@
 
 Member ``e`` draws its direction ``w* [d]`` and its examples from a generator seeded with its
 ``data_seed``, labels ``y = [x·w* > 0]``, and flips the first ``round(noise · n_train)`` training
-labels. The model is ``E`` two-layer ReLU networks ``[E, B, d] → [E, B, 2]``, member ``e``
-initialised from its own ``seed``. Metrics per evaluation: ``train`` and ``eval`` ``loss`` and
-``acc``. A run has *generalized* at the first evaluation with eval accuracy ≥ ``LEARNED``.
+labels (or raises ``ValueError`` where ``broken``: how a test makes a member fail while its
+data is built). The model is ``E`` two-layer ReLU networks ``[E, B, d] → [E, B, 2]``, member
+``e`` initialised from its own ``seed``. Metrics per evaluation: ``train`` and ``eval``
+``loss`` and ``acc``. A run has *generalized* at the first evaluation with eval accuracy
+≥ ``LEARNED``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class ToyData:
 
 def member_data(cfg) -> tuple[torch.Tensor, ...]:
     """One member's ``(train_x, train_y, eval_x, eval_y)``."""
+    if cfg.broken:
+        raise ValueError("toy data: cannot build the data of a member with broken = true")
     gen = torch.Generator().manual_seed(cfg.data_seed)
     w = torch.randn(cfg.d, generator=gen)
     x = torch.randn(cfg.n_train + cfg.n_eval, cfg.d, generator=gen)
