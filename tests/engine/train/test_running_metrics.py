@@ -26,19 +26,29 @@ import torch
 
 import rulelab
 from cli_inproc import run_main
-from labs import TINY, assert_same_checkpoints, env, metrics, statuses, sweep, write
+from labs import (
+    TOY_TINY,
+    assert_same_checkpoints,
+    metrics,
+    statuses,
+    sweep,
+    toy_cli,
+    toy_env,
+    write,
+)
 from rulelab.sweep.progress import SweepProgress
 from rulelab.train import live_metrics
 from rulelab.train.runner import EpochProgress
 
 EPOCHS = 40
 RECIPE = f"""experiment: live
-task: mpsp
-base: {{{TINY}, epochs: {EPOCHS}}}
-grid: {{ratio: [0.6, 0.9]}}
+task: toy
+base: {{{TOY_TINY}, epochs: {EPOCHS}}}
+grid: {{noise: [0.1, 0.2]}}
 seeds: 1
 execution: {{checkpoint_every: 100000}}
 """
+pytestmark = pytest.mark.usefixtures("toy")  # on the toy study (tests/toy_study)
 
 
 class Reader(SweepProgress):
@@ -92,11 +102,11 @@ def test_without_the_flush_a_running_chunk_shows_nothing(tmp_path, monkeypatch):
     assert len(metrics(tmp_path / "on")) > 0
 
 
-TRAIN = ["train", "mpsp", "--layers", "1", "--heads", "1", "--d-model", "16", "--d-mlp", "16",
-         "--seq-len", "5", "--vocab", "12", "--n-train", "96", "--n-eval", "32",
-         "--eval-every", "5", "--epochs", "400", "--checkpoint-every", "50", "--seeds", "1",
+TRAIN = ["train", "toy", "--width", "16", "--n-train", "96", "--n-eval", "32",
+         "--eval-every", "5", "--epochs", "1000", "--checkpoint-every", "50", "--seeds", "1",
          "--quiet"]
-FLUSHING = ("import sys; from rulelab.train import live_metrics as m; m.FLUSH_SECONDS = 0.0; "
+FLUSHING = ("import sys, toy_study.registered; from rulelab.train import live_metrics as m; "
+            "m.FLUSH_SECONDS = 0.0; "
             "m.BUDGET = 0.0; from rulelab.cli import main; sys.argv = ['rulelab', *sys.argv[1:]];"
             " main()")
 
@@ -114,16 +124,16 @@ def test_a_killed_train_keeps_its_flushed_metrics_and_resumes_exactly(tmp_path, 
                                                                        monkeypatch):
     lab, whole = tmp_path / "lab", tmp_path / "whole"
     proc = subprocess.Popen([sys.executable, "-c", FLUSHING, *TRAIN, "--lab", str(lab)],
-                            env=env(), start_new_session=True, stdout=subprocess.DEVNULL,
+                            env=toy_env(), start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
-    try:  # past a few checkpoints (every 50 epochs), long before the end (400)
+    try:  # past a few checkpoints (every 50 epochs), long before the end (1000)
         while flushed_epoch(lab) < 120 and time.monotonic() < deadline:
             assert proc.poll() is None, proc.stderr.read()
             time.sleep(0.05)
         loaded = rulelab.load(lab)  # read while the process trains
         assert set(loaded.runs["status"]) == {"running"}
-        assert 120 <= loaded.metrics["epoch"].max() < 400
+        assert 120 <= loaded.metrics["epoch"].max() < 1000
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -136,12 +146,11 @@ def test_a_killed_train_keeps_its_flushed_metrics_and_resumes_exactly(tmp_path, 
     res = run_main(["show", rid[:6], "--lab", lab], capsys, monkeypatch)
     assert res.returncode == 0, res.stderr
     assert (f"running (interrupted: no sweep holds the lab; re-run its sweep to resume it); "
-            f"metrics through epoch {last} of 400") in res.stdout
+            f"metrics through epoch {last} of 1000") in res.stdout
     assert "checkpoint (resumes from it)" in res.stdout
     for target in (lab, whole):  # resume the killed lab; train another without a kill
-        done = subprocess.run([*map(str, [sys.executable, "-m", "rulelab.cli", *TRAIN,
-                                          "--lab", target])], env=env(), capture_output=True,
-                              text=True, timeout=600)
+        done = subprocess.run(toy_cli(*TRAIN, "--lab", target), env=toy_env(),
+                              capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr
     pd.testing.assert_frame_equal(metrics(lab), metrics(whole))
     assert_same_checkpoints(lab, whole)
