@@ -9,20 +9,18 @@ The unit tests drive :class:`LineSweepProgress` with a fake clock; the end-to-en
 from __future__ import annotations
 
 import io
-import os
 import re
 import subprocess
 import time
 from types import SimpleNamespace
 
 from cli_inproc import run_main
-from labs import cli
+from labs import toy_cli, toy_env
 from rulelab.sweep.live import ProgressFile, RemoteProgress, progress_path
 from rulelab.sweep.progress import LineSweepProgress, clock_text
 from rulelab.train.runner import EpochProgress
 
-TINY = ["--seq-len", "4", "--vocab", "8", "--n-train", "64", "--n-eval", "32", "--eval-every",
-        "2", "--layers", "1", "--heads", "1", "--d-model", "16", "--d-mlp", "32"]
+TINY = ["--n-train", "64", "--n-eval", "32", "--eval-every", "2", "--width", "16"]  # toy study
 LINE = re.compile(r"progress (\S+): ([\d.]+)% of the estimated time \((\d+)/(\d+) "
                   r"member-epochs\) · runs (\d+)/(\d+) · "
                   r"generalized (\d+) · failed (\d+) · (?:chunks? .* · )?(\d+:\d\d:\d\d) elapsed · "
@@ -198,14 +196,14 @@ def test_clock_text():
 
 
 def _train_to_file(tmp_path, seconds: str | None, epochs: int):
-    env = {k: v for k, v in os.environ.items() if k != "RULELAB_PROGRESS_SECONDS"}
+    env = {k: v for k, v in toy_env().items() if k != "RULELAB_PROGRESS_SECONDS"}
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", COLUMNS="80")
     if seconds is not None:
         env["RULELAB_PROGRESS_SECONDS"] = seconds
     log = tmp_path / "nohup.out"
     with open(log, "w") as f:
-        proc = subprocess.run(cli("train", "mpsp", *TINY, "--epochs", str(epochs), "--seeds",
-                                  "2", "--lab", tmp_path / "lab"),
+        proc = subprocess.run(toy_cli("train", "toy", *TINY, "--epochs", str(epochs), "--seeds",
+                                      "2", "--lab", tmp_path / "lab"),
                               stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                               env=env, cwd=tmp_path, timeout=300)
     text = log.read_text()
@@ -216,7 +214,7 @@ def _train_to_file(tmp_path, seconds: str | None, epochs: int):
 def test_train_into_a_log_file_prints_progress_lines(tmp_path):
     text = _train_to_file(tmp_path, "0.05", epochs=200)
     lines = text.splitlines()
-    assert lines[0].startswith("mpsp: 2 runs → lab ") and lines[0].endswith("cpu)")  # one line
+    assert lines[0].startswith("toy: 2 runs → lab ") and lines[0].endswith("cpu)")  # one line
     progress = [line for line in lines if line.startswith("progress ")]
     assert len(progress) >= 3, text  # a 2 × 200-epoch run takes well over 0.15 s
     assert all(LINE.fullmatch(line) for line in progress), text
@@ -226,7 +224,7 @@ def test_train_into_a_log_file_prints_progress_lines(tmp_path):
     # no bar, no escape codes: the only rules are the closing rate table's borders
     assert all(line[:1] in "┏┡└" for line in lines if "━" in line) and "\x1b[" not in text
     assert lines[1].startswith("estimate: ") and " for 2 runs (400 member-epochs) on " in lines[1]
-    assert "rate [95% CI] (k/n)" in text and "  rulelab runs --lab lab" in text  # the end
+    assert "generalized [95% CI] (k/n)" in text and "  rulelab runs --lab lab" in text  # the end
 
 
 def test_the_default_interval_is_quiet_for_a_short_run(tmp_path):
@@ -235,11 +233,11 @@ def test_the_default_interval_is_quiet_for_a_short_run(tmp_path):
     assert len(progress) == 1 and progress[0].endswith("finished"), text
 
 
-def test_a_bad_interval_is_one_line_and_nothing_is_written(tmp_path, capsys, monkeypatch):
+def test_a_bad_interval_is_one_line_and_nothing_is_written(tmp_path, capsys, monkeypatch, toy):
     monkeypatch.chdir(tmp_path)
     for bad in ("abc", "0", "-3", "nan", "inf"):
         monkeypatch.setenv("RULELAB_PROGRESS_SECONDS", bad)
-        res = run_main(["train", "mpsp", *TINY, "--epochs", "4", "--lab", tmp_path / "lab"],
+        res = run_main(["train", "toy", *TINY, "--epochs", "4", "--lab", tmp_path / "lab"],
                        capsys, monkeypatch)
         assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
         assert res.stderr.startswith("error: RULELAB_PROGRESS_SECONDS: ")
