@@ -2,23 +2,24 @@
 forward/backward in every trainer, fp32 master weights, optimizer and evaluation.
 
 Before issue 13 only ``rulelab sweep`` had bf16 (a trainer subclass in sweep/chunk.py) and the
-engine's options had no ``precision``: these tests fail there.
+engine's options had no ``precision``: these tests fail there. On the toy study
+(tests/toy_study); study M's trainer, which overrides ``loss``, is checked in
+tests/studies/coexistence/test_modular_precision.py.
 """
 
 import pytest
 import torch
 
 from rulelab.settings import Settings
-from rulelab.studies.coexistence.config import ModularRunConfig
-from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.train.runner import trainer_class
+from toy_study import ToyRunConfig
 
-TINY = dict(seq_len=5, vocab=12, n_train=256, n_eval=64, d_model=16, d_mlp=32, heads=2,
-            layers=2, eval_every=5, epochs=10)
+TINY = dict(n_train=256, n_eval=64, width=32, eval_every=5, epochs=10)
+pytestmark = pytest.mark.usefixtures("toy")  # trainer_class looks the task up
 
 
-def _mpsp(seed: int, **kw) -> MPSPRunConfig:
-    return MPSPRunConfig(**{**TINY, "seed": seed, **kw})
+def _toy(seed: int, **kw) -> ToyRunConfig:
+    return ToyRunConfig(**{**TINY, "seed": seed, **kw})
 
 
 def _fit(configs, precision: str, cls=None):
@@ -34,8 +35,8 @@ def _params(tr) -> dict[str, torch.Tensor]:
 
 def test_fp32_is_the_default_and_unchanged():
     assert Settings().precision == "fp32"
-    cfgs = [_mpsp(0), _mpsp(1, ratio=0.5)]
-    a, b = _fit(cfgs, "fp32"), trainer_class("mpsp")(cfgs, Settings(micro_batch=96))
+    cfgs = [_toy(0), _toy(1, noise=0.2)]
+    a, b = _fit(cfgs, "fp32"), trainer_class("toy")(cfgs, Settings(micro_batch=96))
     b.fit()
     assert a.rows == b.rows
     for n, p in _params(a).items():
@@ -45,14 +46,14 @@ def test_fp32_is_the_default_and_unchanged():
 def test_bf16_equals_the_sweep_autocast_it_replaces():
     """The old sweep-only path (a subclass autocasting ``loss``) is the oracle: the engine's
     option must give the same numbers bitwise."""
-    base = trainer_class("mpsp")
+    base = trainer_class("toy")
 
     class OldSweepBF16(base):
         def loss(self, x, y, denom):
             with torch.autocast(self.device.type, dtype=torch.bfloat16):
                 return super().loss(x, y, denom).float()
 
-    cfgs = [_mpsp(0), _mpsp(1, ratio=0.5)]
+    cfgs = [_toy(0), _toy(1, noise=0.2)]
     new, old = _fit(cfgs, "bf16"), _fit(cfgs, "fp32", cls=OldSweepBF16)
     assert new.rows == old.rows
     for n, p in _params(new).items():
@@ -60,7 +61,7 @@ def test_bf16_equals_the_sweep_autocast_it_replaces():
 
 
 def test_bf16_changes_rounding_not_the_run():
-    cfgs = [_mpsp(0), _mpsp(1, ratio=0.5)]
+    cfgs = [_toy(0), _toy(1, noise=0.2)]
     fp32, bf16 = _fit(cfgs, "fp32"), _fit(cfgs, "bf16")
     # master weights and optimizer state stay fp32
     assert all(p.dtype == torch.float32 for p in bf16.model.parameters())
@@ -74,15 +75,6 @@ def test_bf16_changes_rounding_not_the_run():
     assert differs  # bf16 really ran (the rows are not the fp32 rows)
 
 
-def test_every_trainer_honours_bf16():
-    """Study M's trainer overrides ``loss``; the engine's autocast still covers it."""
-    cfgs = [ModularRunConfig(p=11, width=16, noise=0.0, seed=s, epochs=5, eval_every=5,
-                             log_eval_steps=0) for s in (0, 1)]
-    fp32, bf16 = _fit(cfgs, "fp32"), _fit(cfgs, "bf16")
-    assert all(p.dtype == torch.float32 for p in bf16.model.parameters())
-    assert any(not torch.equal(p, _params(fp32)[n]) for n, p in _params(bf16).items())
-
-
 def test_unknown_precision_is_refused():
     with pytest.raises(ValueError, match="precision"):
-        trainer_class("mpsp")([_mpsp(0)], Settings(precision="fp16"))
+        trainer_class("toy")([_toy(0)], Settings(precision="fp16"))
