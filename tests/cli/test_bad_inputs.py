@@ -40,7 +40,7 @@ CASE_SECONDS = 120
 # (cases, failed) of this table on the code before issue 12 (0 fail now: every case passes)
 OLD_CODE = (72, 37)
 # issue 24: an unfinished run's corrupt or foreign checkpoint is no longer refused but moved
-# aside and the run restarted (tests/integration/test_verify.py): two cases left the table
+# aside and the run restarted (tests/verify/test_verify.py): two cases left the table
 NOW_REPAIRED = ("train-mpsp:corrupt-checkpoint", "train-mpsp:foreign-checkpoint")
 
 TINY = ["--seq-len", "4", "--vocab", "8", "--n-train", "64", "--n-eval", "32", "--epochs", "6",
