@@ -2,7 +2,7 @@
 reading one, and never while a live writer still holds them (DESIGN §3, atomic writes).
 
 On the old code nothing removed them: a killed run's ``checkpoints/.<id>.pt.*.tmp`` stayed
-forever, so the sweep/train cases below fail there.
+forever, so the sweep/train cases below fail there. Runs train the toy study (tests/toy_study).
 """
 
 from __future__ import annotations
@@ -35,13 +35,11 @@ def write(f):
 
 atomic_write(Path(sys.argv[1]), write)
 """
-TINY = ["--layers", "1", "--heads", "1", "--d-model", "16", "--d-mlp", "16", "--seq-len", "4",
-        "--vocab", "8", "--n-train", "64", "--n-eval", "32", "--epochs", "4", "--eval-every", "2"]
+TINY = ["--width", "16", "--n-train", "64", "--n-eval", "32", "--epochs", "4", "--eval-every", "2"]
 RECIPE = """\
 experiment: leftovers
-task: mpsp
-base: {layers: 1, heads: 1, d_model: 16, d_mlp: 16, seq_len: 4, vocab: 8, n_train: 64,
-       n_eval: 32, epochs: 4, eval_every: 2}
+task: toy
+base: {width: 16, n_train: 64, n_eval: 32, epochs: 4, eval_every: 2}
 seeds: 2
 """
 
@@ -100,7 +98,7 @@ def test_cleanup_removes_dead_writers_temp_files_and_keeps_live_ones(tmp_path):
 
 
 def _train(lab: Path) -> list[str]:
-    return ["train", "mpsp", *TINY, "--seeds", "2", "--lab", lab, "--quiet"]
+    return ["train", "toy", *TINY, "--seeds", "2", "--lab", lab, "--quiet"]
 
 
 def _sweep(lab: Path) -> list[str]:
@@ -109,7 +107,7 @@ def _sweep(lab: Path) -> list[str]:
 
 @pytest.mark.parametrize("writer", [_sweep, _train], ids=["sweep", "train"])
 def test_reading_commands_keep_temp_files_and_the_next_writer_removes_them(
-        writer, tmp_path, capsys, monkeypatch):
+        writer, tmp_path, capsys, monkeypatch, toy):
     (tmp_path / "recipe.yaml").write_text(RECIPE)
     lab = tmp_path / "lab"
     assert run_main(writer(lab), capsys, monkeypatch).returncode == 0
