@@ -18,7 +18,7 @@ from rulelab.store import Lab
 from rulelab.store.atomic import atomic_write, new_file_mode
 from rulelab.store.digests import FULL_HASH_BYTES, file_problem, file_stamp
 from rulelab.store.integrity import summary_problem, warning_line
-from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+from toy_study import ToyRunConfig
 
 
 @pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
@@ -103,38 +103,39 @@ def test_a_lab_without_the_hash_table_reads(tmp_path):
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), "nan", "Infinity"])
-@pytest.mark.parametrize("field", ["lr", "ratio"])
+@pytest.mark.parametrize("field", ["lr", "noise"])
 def test_nan_and_inf_are_not_numbers(field, value):
     """Before: "input should be less than or equal to 1" (nan fails every bound)."""
     with pytest.raises(ConfigError, match=rf"^--{field}: -?(nan|inf)\w* is not allowed; it is "
                                           "not a number"):
-        make_config(MPSPRunConfig, **{field: value})
+        make_config(ToyRunConfig, **{field: value})
 
 
 def test_seed_ranges_are_named_by_what_sets_them():
-    top = largest_seed(MPSPRunConfig)
+    top = largest_seed(ToyRunConfig)
     assert top == 2**31 - 1
-    assert seed_range_problem(MPSPRunConfig, top, 1) is None
-    assert seed_range_problem(MPSPRunConfig, top, 2) == (
+    assert seed_range_problem(ToyRunConfig, top, 1) is None
+    assert seed_range_problem(ToyRunConfig, top, 2) == (
         f"seeds {top} to {top + 1} are not allowed; seeds go up to 2,147,483,647, so at most "
         f"1 seed(s) from {top}")
-    assert seed_range_problem(MPSPRunConfig, top + 1, 1).startswith(f"{top + 1} is not allowed")
+    assert seed_range_problem(ToyRunConfig, top + 1, 1).startswith(f"{top + 1} is not allowed")
 
 
 @pytest.mark.parametrize(("argv", "line"), [
-    (["--ratio", "nan"], "error: --ratio: nan is not allowed; it is not a number"),
+    (["--noise", "nan"], "error: --noise: nan is not allowed; it is not a number"),
     (["--lr", "inf"], "error: --lr: inf is not allowed; it is not a number"),
     (["--seed-start", "2147483647", "--seeds", "2"],
      "error: --seed-start/--seeds: seeds 2147483647 to 2147483648 are not allowed"),
     (["--seed-start", "2147483648"], "error: --seed-start: 2147483648 is not allowed"),
 ])
-def test_the_train_command_names_the_flags_given(argv, line, tmp_path, capsys, monkeypatch):
-    res = run_main(["train", "mpsp", *argv, "--lab", tmp_path / "lab"], capsys, monkeypatch)
+def test_the_train_command_names_the_flags_given(argv, line, tmp_path, capsys, monkeypatch, toy):
+    res = run_main(["train", "toy", *argv, "--lab", tmp_path / "lab"], capsys, monkeypatch)
     assert res.returncode == 2 and res.stderr.startswith(line), res.stderr
     assert len(res.stderr.splitlines()) == 1 and not (tmp_path / "lab").exists()
 
 
-def test_a_recipe_lr_nan_and_seed_range_are_named_by_their_keys(tmp_path, capsys, monkeypatch):
+def test_a_recipe_lr_nan_and_seed_range_are_named_by_their_keys(tmp_path, capsys, monkeypatch,
+                                                                 toy):
     for name, text, said in (
             ("nan", "base: {lr: .nan}", "r.yaml:3: base.lr: nan is not allowed; it is not a "
              "number"),
@@ -142,31 +143,6 @@ def test_a_recipe_lr_nan_and_seed_range_are_named_by_their_keys(tmp_path, capsys
              "2147483647 to 2147483648 are not allowed")):
         recipe = tmp_path / name / "r.yaml"
         recipe.parent.mkdir()
-        recipe.write_text(f"experiment: t\ntask: mpsp\n{text}\n")
+        recipe.write_text(f"experiment: t\ntask: toy\n{text}\n")
         res = run_main(["sweep", recipe, "--lab", tmp_path / "lab"], capsys, monkeypatch)
         assert res.returncode == 2 and said in res.stderr, res.stderr
-
-
-def _rows(points) -> pd.DataFrame:
-    """Metric rows of evaluations ``(epoch, val acc, adv acc)``."""
-    return pd.DataFrame([(e, s, m, v) for e, val, adv in points
-                         for s, m, v in (("val", "acc", val), ("adv", "acc", adv),
-                                         ("train", "loss", 0.25))],
-                        columns=["epoch", "split", "metric", "value"])
-
-
-def test_a_summary_replays_from_its_metrics_and_a_changed_value_disagrees():
-    from rulelab.verify.replay import disagreement, replay
-
-    flat = make_config(MPSPRunConfig).flat()
-    summary = replay(flat, _rows([(0, 0.5, 0.25), (5, 1.0, 1.0), (10, 1.0, 0.5)]), None)
-    assert (summary["generalized"], summary["first_epoch_generalized"]) == (True, 5)
-    assert (summary["max_adv_acc"], summary["final_adv_acc"], summary["transient"]) == \
-        (1.0, 0.5, True)
-    assert disagreement(flat, dict(summary), summary) == []
-    assert disagreement(flat, {**summary, "final_epoch": 5}, summary) == ["final_epoch"]
-    # an adv-only summary of before issue 8: its "generalized" meant something else (skipped),
-    # its max_adv_acc did not
-    legacy = {"generalized": True, "first_epoch_100": 5, "max_adv_acc": 1.0}
-    assert disagreement(flat, legacy, summary) == []
-    assert disagreement(flat, {**legacy, "max_adv_acc": 0.75}, summary) == ["max_adv_acc"]
