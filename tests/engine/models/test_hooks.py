@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from rulelab.models.transformer import EnsembleTransformer
-from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+from shapes import transformer_shape
 
 BLOCK_HOOKS = [
     "hook_resid_pre", "ln1.hook_scale", "ln1.hook_normalized",
@@ -20,7 +20,8 @@ PINNED_2L = (
 
 
 def _model(E=3, **kw):
-    cfg = MPSPRunConfig(**{"seq_len": 5, "vocab": 12, "d_model": 16, "d_mlp": 32, "heads": 2, **kw})
+    cfg = transformer_shape(**{"seq_len": 5, "vocab": 12, "d_model": 16, "d_mlp": 32, "heads": 2,
+                               **kw})
     return EnsembleTransformer(cfg, E).init_weights(list(range(E))), cfg
 
 

@@ -20,7 +20,7 @@ from rulelab.errors import UserError
 from rulelab.models.member import MemberModel
 from rulelab.models.tl_export import export_file, load_file
 from rulelab.models.transformer import EnsembleTransformer
-from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+from shapes import transformer_shape
 
 pytest.importorskip("transformer_lens")
 
@@ -34,7 +34,7 @@ SCORES = "attn.hook_attn_scores"
 
 def trained_ish(E: int = 3, **kw) -> EnsembleTransformer:
     """An ensemble whose every parameter is moved off its init (a few noisy 'steps')."""
-    cfg = MPSPRunConfig(seq_len=5, vocab=12, d_model=16, label_mod=3, **kw)
+    cfg = transformer_shape(seq_len=5, vocab=12, d_model=16, label_mod=3, **kw)
     model = EnsembleTransformer(cfg, E).init_weights(list(range(E)))
     gen = torch.Generator().manual_seed(7)
     with torch.no_grad():
@@ -117,9 +117,9 @@ def test_rulelab_works_without_transformer_lens(tmp_path):
         "sys.modules['transformer_lens'] = None  # as if not installed\n"
         "from rulelab.errors import UserError\n"
         "from rulelab.models.member import MemberModel\n"
-        "from rulelab.models.transformer import EnsembleTransformer\n"
-        "from rulelab.studies.shortcut_saturation.config import MPSPRunConfig\n"
-        "cfg = MPSPRunConfig(seq_len=4, vocab=8, d_model=8, d_mlp=8, heads=1, layers=1)\n"
+        "from rulelab.models.transformer import EnsembleTransformer, TransformerShape\n"
+        "cfg = TransformerShape(layers=1, heads=1, d_model=8, d_mlp=8, act='relu', ln=True,\n"
+        "                       vocab=8, seq_len=4, label_mod=2)\n"
         "m = MemberModel(EnsembleTransformer(cfg, 1).init_weights([0]))\n"
         "try:\n"
         "    m.to_transformer_lens()\n"
@@ -133,7 +133,7 @@ def test_rulelab_works_without_transformer_lens(tmp_path):
 
 
 def test_only_transformers_export():
-    from rulelab.studies.coexistence.mlp import EnsembleMLP
+    from toy_study.trainer import EnsembleToyMLP  # a network that is not a transformer
 
     with pytest.raises(UserError, match=r"only transformers \(EnsembleTransformer\)"):
-        MemberModel(EnsembleMLP(1, 7, 4).init_weights([0])).to_transformer_lens()
+        MemberModel(EnsembleToyMLP(1, 7, 4).init_weights([0])).to_transformer_lens()

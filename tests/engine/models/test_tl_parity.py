@@ -161,9 +161,9 @@ def test_run_with_hooks_zero_ablation_matches_tl(pair):
 
 
 def test_tl_face_needs_a_transformer():
-    from rulelab.studies.coexistence.mlp import EnsembleMLP
+    from toy_study.trainer import EnsembleToyMLP  # a network that is not a transformer
 
-    mlp = MemberModel(EnsembleMLP(1, 7, 4).init_weights([0]))
+    mlp = MemberModel(EnsembleToyMLP(1, 7, 4).init_weights([0]))
     with pytest.raises(UserError, match=r"only transformers"):
         _ = mlp.W_Q
     x = torch.randn(3, 7)

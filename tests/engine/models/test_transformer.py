@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from rulelab.models.transformer import EnsembleTransformer
-from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+from shapes import transformer_shape
 
 
 def reference_forward(model: EnsembleTransformer, e: int, x: torch.Tensor) -> torch.Tensor:
@@ -46,7 +46,7 @@ def reference_forward(model: EnsembleTransformer, e: int, x: torch.Tensor) -> to
     dict(layers=2, heads=4, act="relu", ln=False, d_mlp=0),
 ])
 def test_matches_reference_for_every_member(kw):
-    cfg = MPSPRunConfig(**{"seq_len": 6, "vocab": 10, "d_model": 16, "d_mlp": 24, **kw})
+    cfg = transformer_shape(**{"seq_len": 6, "vocab": 10, "d_model": 16, "d_mlp": 24, **kw})
     E = 3
     model = EnsembleTransformer(cfg, E).init_weights([5, 6, 7])
     with torch.no_grad():  # non-trivial LN and bias values, so they are exercised too
@@ -64,7 +64,7 @@ def test_matches_reference_for_every_member(kw):
 
 
 def test_member_init_depends_only_on_its_seed():
-    cfg = MPSPRunConfig(seq_len=4, vocab=8, d_model=16, d_mlp=16)
+    cfg = transformer_shape(seq_len=4, vocab=8, d_model=16, d_mlp=16)
     big = EnsembleTransformer(cfg, 3).init_weights([11, 12, 13])
     alone = EnsembleTransformer(cfg, 1).init_weights([12])
     for (n, p), (_, q) in zip(big.named_parameters(), alone.named_parameters(), strict=True):
@@ -95,7 +95,7 @@ def test_head_matmul_backward_is_bitwise_bmm(n_query):
 
 def test_cls_only_gradients_match_the_full_path():
     """The training path (last block for the CLS query only) has the full model's gradients."""
-    cfg = MPSPRunConfig(layers=2, heads=2, seq_len=6, vocab=10, d_model=16, d_mlp=24)
+    cfg = transformer_shape(layers=2, heads=2, seq_len=6, vocab=10, d_model=16, d_mlp=24)
     model = EnsembleTransformer(cfg, 2).init_weights([1, 2])
     x = torch.randint(0, cfg.vocab, (2, 9, cfg.seq_len))
     grads = []
