@@ -7,13 +7,13 @@ import torch
 from rulelab.errors import UserError
 from rulelab.models.member import MemberModel, member_data
 from rulelab.models.transformer import EnsembleTransformer
-from rulelab.studies.coexistence.feedforward import EnsembleFeedForward
-from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
-from rulelab.studies.shortcut_saturation.data import stack_mpsp
+from shapes import transformer_shape
+from toy_study import ToyRunConfig
+from toy_study.trainer import EnsembleToyMLP, ToyTrainer
 
 
 def _ensemble(E=3):
-    cfg = MPSPRunConfig(seq_len=5, vocab=12, d_model=16, d_mlp=32, heads=2, layers=2)
+    cfg = transformer_shape(seq_len=5, vocab=12, d_model=16, d_mlp=32, heads=2, layers=2)
     return EnsembleTransformer(cfg, E).init_weights([5, 6, 7]).eval(), cfg
 
 
@@ -55,15 +55,15 @@ def test_a_hook_sees_one_member_and_patches_only_its_slot():
 
 
 def test_member_data_and_bad_members():
-    ens, cfg = _ensemble()
-    cfgs = [cfg.model_copy(update={"seed": s, "data_seed": s}) for s in range(3)]
-    data = stack_mpsp(cfgs)
+    ens, _ = _ensemble()
+    cfgs = [ToyRunConfig(seed=s, data_seed=s) for s in range(3)]
+    data = ToyTrainer(cfgs).data  # a dataclass of [E, …] tensors
     one = member_data(data, 1)
-    torch.testing.assert_close(one.val_x, data.val_x[1])
-    assert one.val_x.shape == (cfg.n_eval, 5)
+    torch.testing.assert_close(one.eval_x, data.eval_x[1])
+    assert one.eval_x.shape == (cfgs[0].n_eval, cfgs[0].d)
     with pytest.raises(ValueError, match="member 3 is not in an ensemble of 3"):
         MemberModel(ens, 3)
-    plain = MemberModel(EnsembleFeedForward(2, [4, 8, 3]).init_weights([0, 1]), 0)
-    assert plain(torch.randn(5, 4)).shape == (5, 3)
+    plain = MemberModel(EnsembleToyMLP(2, 4, 8).init_weights([0, 1]), 0)  # no hook points
+    assert plain(torch.randn(5, 4)).shape == (5, 2)
     with pytest.raises(UserError, match="has no hook points"):
         plain.run_with_cache(torch.randn(5, 4))
