@@ -24,7 +24,6 @@ from toy_study.config import ToyRunConfig
 from toy_study.cost import toy_cost
 
 HERE = Path(__file__).parent
-TESTS = HERE.parent  # the folder that must be on sys.path (or PYTHONPATH) for a child process
 
 TOY = Task(
     name="toy",
