@@ -6,7 +6,8 @@ labels (or raises ``ValueError`` where ``broken``: how a test makes a member fai
 data is built). The model is ``E`` two-layer ReLU networks ``[E, B, d] → [E, B, 2]``, member
 ``e`` initialised from its own ``seed``. Metrics per evaluation: ``train`` and ``eval``
 ``loss`` and ``acc``. A run has *generalized* at the first evaluation with eval accuracy
-≥ ``LEARNED``.
+≥ ``LEARNED``. :func:`build_data`, :func:`build_model` and :func:`evaluate` are module functions,
+so a stored run can be rebuilt and evaluated without a trainer.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class ToyData:
         return ToyData(*(t.to(device) for t in asdict(self).values()))
 
 
-def member_data(cfg) -> tuple[torch.Tensor, ...]:
+def member_tensors(cfg) -> tuple[torch.Tensor, ...]:
     """One member's ``(train_x, train_y, eval_x, eval_y)``."""
     if cfg.broken:
         raise ValueError("toy data: cannot build the data of a member with broken = true")
@@ -95,26 +96,40 @@ class ToySummary:
         return cls(**d)
 
 
+def build_data(configs, device) -> ToyData:
+    """The members' data stacked on the member axis (what the trainer trains on)."""
+    parts = [member_tensors(c) for c in configs]
+    return ToyData(*(torch.stack(t) for t in zip(*parts, strict=True))).to(device)
+
+
+def build_model(configs, data=None) -> EnsembleToyMLP:
+    """The ensemble of ``configs``, member ``e`` initialised from ``configs[e].seed``."""
+    c = configs[0]
+    return EnsembleToyMLP(len(configs), c.d, c.width).init_weights([m.seed for m in configs])
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, data: ToyData) -> dict[tuple[str, str], torch.Tensor]:
+    """``{(split, metric): [E]}``: ``loss`` and ``acc`` on ``train`` and ``eval``."""
+    out = {}
+    for split, x, y in (("train", data.train_x, data.train_y), ("eval", data.eval_x, data.eval_y)):
+        logits = model(x)  # [E, B, 2]
+        out[split, "loss"] = cross_entropy(logits, y).double().mean(1).cpu()
+        out[split, "acc"] = (logits.argmax(-1) == y).double().mean(1).cpu()
+    return out
+
+
 class ToyTrainer(EnsembleTrainerBase):
     """Trains shape-compatible toy runs (same ``d``, ``width``, sizes, optimizer, epochs)."""
 
     def build_data(self) -> ToyData:
-        parts = [member_data(c) for c in self.configs]
-        return ToyData(*(torch.stack(t) for t in zip(*parts, strict=True))).to(self.device)
+        return build_data(self.configs, self.device)
 
     def build_model(self) -> nn.Module:
-        c = self.cfg
-        return EnsembleToyMLP(self.n_members, c.d, c.width).init_weights(
-            [m.seed for m in self.configs])
+        return build_model(self.configs, self.data)
 
-    @torch.no_grad()
     def compute_metrics(self) -> dict[tuple[str, str], torch.Tensor]:
-        d, out = self.data, {}
-        for split, x, y in (("train", d.train_x, d.train_y), ("eval", d.eval_x, d.eval_y)):
-            logits = self.model(x)  # [E, B, 2]
-            out[split, "loss"] = cross_entropy(logits, y).double().mean(1).cpu()
-            out[split, "acc"] = (logits.argmax(-1) == y).double().mean(1).cpu()
-        return out
+        return evaluate(self.model, self.data)
 
     def new_summary(self, cfg) -> ToySummary:
         return ToySummary()
