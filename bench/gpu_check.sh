@@ -4,9 +4,9 @@
 #   bash bench/gpu_check.sh                  # cuda: ~4–6 min
 #   DEVICE=cpu bash bench/gpu_check.sh       # smoke run of the script itself: tiny sizes, < 2 min
 #
-# 1. Member ≡ solo on the device: tests/unit/test_device_equivalence.py with
-#    RULELAB_TEST_DEVICE=$DEVICE (study S and study M ensembles vs each member alone; a NaN
-#    member fails alone).
+# 1. Member ≡ solo on the device: tests/engine/train/test_device_equivalence.py and
+#    tests/studies/*/test_*_device_equivalence.py with RULELAB_TEST_DEVICE=$DEVICE (the toy,
+#    study S and study M ensembles vs each member alone; a NaN member fails alone).
 # 2–4. bench/gpu_check.py: the machine and its measured peaks; seed-epochs/s, TFLOP/s and memory
 #    per member of the study-S paper config at E ∈ {2, 64, 256, 1024} and of study M (E ∈ {1, 8, 64, 256}) at P = 113,
 #    width 4097, in fp32 and bf16 (bf16 only where native); the projected time of each paper
@@ -31,7 +31,8 @@ start=$(date +%s)
 status=0
 echo "== 1. member ≡ solo on $DEVICE"
 RULELAB_TEST_DEVICE=$DEVICE timeout "${EQUIV_SECONDS:-150}" "$PY" -m pytest -q -p no:cacheprovider \
-  tests/unit/test_device_equivalence.py || status=1
+  tests/engine/train/test_device_equivalence.py tests/studies/*/test_*_device_equivalence.py \
+  || status=1
 echo "== 2–4. throughput, memory, projections on $DEVICE"
 timeout "${BENCH_SECONDS:-420}" "$PY" bench/gpu_check.py || status=1
 echo "== gpu_check: $(( $(date +%s) - start )) s, $([ $status = 0 ] && echo ok || echo FAILED)"

@@ -1,7 +1,7 @@
 """How far a member of an ensemble drifts from the same run trained alone on a device.
 
-On the CPU a member equals its solo run bitwise (tests/unit/test_*equivalence*). On CUDA the
-member ≡ solo test (tests/unit/test_device_equivalence.py) failed on study S at rtol 1e-6 on the
+On the CPU a member equals its solo run bitwise (the trainers' tests). On CUDA the member ≡
+solo test (tests/engine/train/test_device_equivalence.py) failed on study S at rtol 1e-6 on the
 first H200 run (2026-11-30): cuBLAS and the reduction kernels may sum in another order when the
 member axis is 3 long instead of 1. This script measures the size of that drift, per
 parameter, after 1 and after 30 epochs, with and without torch's deterministic algorithms, so

@@ -60,3 +60,19 @@ def assert_member_equals_alone(ens, e: int, alone) -> None:
             assert a[3] == pytest.approx(b[3], rel=0, abs=CUDA_ROW_ATOL, nan_ok=True), a[:3]
         else:
             assert a[3] == pytest.approx(b[3], rel=1e-6, abs=1e-7, nan_ok=True)
+
+
+def check_on_device(members, micro_batch: int) -> None:
+    """Train ``members`` as one ensemble and each alone on ``DEVICE`` (skipped where it is not
+    here); every member must equal its solo run (:func:`assert_member_equals_alone`)."""
+    from rulelab.settings import Settings
+    from rulelab.train.runner import trainer_class
+
+    opts = Settings(device=skip_unless_device(), micro_batch=micro_batch)
+    cls = trainer_class(members[0].task)
+    ens = cls(members, opts)
+    ens.fit()
+    for e in range(len(members)):
+        alone = cls([members[e]], opts)
+        alone.fit()
+        assert_member_equals_alone(ens, e, alone)

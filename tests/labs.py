@@ -19,6 +19,8 @@ from rulelab.sweep import LocalExecutor, load_recipe, run_sweep
 # a tiny MPSP model and data set: a run of 200 epochs trains in about a second
 TINY = ("layers: 1, heads: 1, d_model: 16, d_mlp: 16, seq_len: 5, vocab: 12, n_train: 96, "
         "n_eval: 32, eval_every: 5")
+# a toy run (tests/toy_study) of the same sizes: 200 epochs train in a fraction of a second
+TOY_TINY = "d: 4, width: 16, n_train: 96, n_eval: 32, eval_every: 5"
 
 
 def tiny_mpsp(experiment: str, extra: str = "") -> str:
@@ -70,6 +72,23 @@ def env() -> dict:
     """The environment for CLI processes: one thread, no inherited lab."""
     env = {k: v for k, v in os.environ.items() if k != "RULELAB_HOME"}
     return {**env, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+TESTS = Path(__file__).resolve().parent  # holds toy_study, the test-only study
+TOY_MAIN = "import toy_study.registered; from rulelab.cli import main; main()"
+
+
+def toy_cli(*args) -> list[str]:
+    """``rulelab ARGS`` as a command line for a fresh process that knows the toy study (run it
+    with :func:`toy_env`)."""
+    return [sys.executable, "-c", TOY_MAIN, *map(str, args)]
+
+
+def toy_env() -> dict:
+    """:func:`env` with ``tests/`` on the path, so a child process can import ``toy_study``."""
+    base = env()
+    path = os.pathsep.join(p for p in (str(TESTS), base.get("PYTHONPATH")) if p)
+    return {**base, "PYTHONPATH": path}
 
 
 def metrics(lab: Path) -> pd.DataFrame:

@@ -3,7 +3,7 @@
 A study package defines ``STUDY`` (:class:`rulelab.study.Study`). Packages are named by
 string and imported on first look-up, so this module imports no study: the engine, the
 command line and the report may look tasks and studies up here without importing what
-they serve (the layer contract in ``tests/unit/test_layers.py``). To add a study, add its
+they serve (the layer contract in ``tests/test_layers.py``). To add a study, add its
 package below.
 """
 

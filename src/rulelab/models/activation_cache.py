@@ -7,7 +7,7 @@ a plain ``dict`` of ``{hook name: activation [batch, …]}`` (every existing cal
 working) plus TL's key shorthand (``cache["resid_pre", 0]``) and the three residual-stream
 readings with TL's arguments, labels, ordering and LayerNorm handling (TransformerLens 4.3,
 ``ActivationCache.accumulated_resid`` / ``decompose_resid`` / ``stack_head_results`` /
-``apply_ln_to_stack``). tests/unit/test_tl_parity.py checks each against TL's own cache of
+``apply_ln_to_stack``). tests/engine/models/test_tl_parity.py checks each against TL's own cache of
 the same weights.
 
 Positions include the CLS token at 0 (our residual stream carries it), as in TL's cache of

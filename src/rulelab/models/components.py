@@ -59,7 +59,7 @@ class _RowBmm(torch.autograd.Function):
     bmm runs at ≈ 0.6 GFLOP/s here (4.8 ms for 2.9 MFLOP, 4 paper-config members × 512
     examples); it is formed by broadcasting instead. Each entry is one product of
     two floats, rounded once either way, so the numbers are bitwise those of ``bmm``'s own
-    backward (tests/unit/test_transformer.py checks it); a 2L training step runs 5–10% faster.
+    backward (tests/engine/models/test_transformer.py checks it); a 2L training step: 5–10% faster.
     """
 
     generate_vmap_rule = True  # the gradient analyses vmap per-example gradients through it

@@ -7,7 +7,7 @@ Shapes (TL's): ``W_E [d_vocab, d_model]`` (``d_vocab = V + 1``: CLS is token ``V
 ``W_O [n_layers, n_heads, d_head, d_model]``, ``W_in [n_layers, d_model, d_mlp]``,
 ``W_out [n_layers, d_mlp, d_model]``, ``W_U [d_model, d_vocab_out]``; biases likewise.
 They are views of (or stacks over) the trained parameters, so gradients flow, as in TL.
-tests/unit/test_tl_parity.py checks them against the exported TransformerLens model's.
+tests/engine/models/test_tl_parity.py checks them against the exported TransformerLens model's.
 """
 
 from __future__ import annotations

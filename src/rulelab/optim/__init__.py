@@ -2,7 +2,7 @@
 
 SPEC M.3: AdamW (default), Adam (optional L2), SGD, Muon (AdamW for non-matrix parameters).
 Each member follows the matching ``torch.optim`` optimizer exactly (oracle tests in
-``tests/unit/test_adamw.py`` and ``tests/unit/test_optimizers.py``). All expose ``step()``,
+``tests/engine/optim/``: test_adamw.py, test_optimizers.py). All expose ``step()``,
 ``zero_grad()``, ``active``, ``deactivate(mask)``, ``step_count``, ``state_dict()`` /
 ``load_state_dict()`` and per-member ``member_state(e)`` / ``load_member_state(e, state)``.
 """

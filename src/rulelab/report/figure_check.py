@@ -14,7 +14,7 @@
 
 The report runs it on every figure it embeds (:func:`rulelab.report.html.figure_html` marks
 the ``<figure>`` with what it found) and the tests fail on any mark
-(tests/integration/test_report_browser.py, tests/unit/test_report_figures.py).
+(tests/e2e/test_report_browser.py, tests/report/test_report_figures.py).
 """
 
 from __future__ import annotations

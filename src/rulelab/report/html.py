@@ -62,7 +62,7 @@ def figure_png_base64(fig: Figure, dpi: int = 110) -> str:
 def figure_html(fig: Figure, caption: str) -> str:
     """``fig`` as an embedded PNG under ``caption``; panels that show a message in place of
     data ("no metrics yet") are listed in the ``data-no-data`` attribute, so a check of
-    the page (tests/integration/test_report_browser.py) can tell them from drawn data, and
+    the page (tests/e2e/test_report_browser.py) can tell them from drawn data, and
     what :func:`rulelab.report.figure_check.figure_problems` finds (clipped text, curves
     outside their axes, legend entries that draw nothing) in ``data-figure-problems``."""
     src = "data:image/png;base64," + figure_png_base64(fig)  # draws it: checked as saved

@@ -108,7 +108,8 @@ def ov_probe_accuracy(v: torch.Tensor, W_O: torch.Tensor, vals: torch.Tensor, k:
     Cost (issue 13: it runs at every tracked epoch): the keys are read once per fold, for
     that fold's moments (:func:`_fold_moments`); each fold's training moments are the total
     minus its own, so there is no per-fold pass over the training keys. The scores equal those
-    of that per-fold two-pass computation exactly (``tests/unit/test_tracking_speed_pins.py``).
+    of that per-fold two-pass computation exactly (``test_tracking_speed_pins.py`` in
+    ``tests/studies/shortcut_saturation/``).
     """
     E, H, N, dh = v.shape
     groups = -(-V // k)  # ceil(V/k) groups of k consecutive values, one of each residue

@@ -1,0 +1,127 @@
+"""Engine versions (issue 25): every run records the engine version that trained it; resuming a
+checkpoint another engine version wrote is refused before any work, with one line naming both
+versions, unless ``--allow-engine-change``, which records the switch on the run. On the toy
+study (tests/toy_study)."""
+
+import sqlite3
+
+import pandas as pd
+import pytest
+
+from cli_inproc import run_main
+from rulelab.settings import Settings
+from rulelab.store import Lab, StoreError
+from rulelab.store.registry import engine_read
+from rulelab.store.version import ENGINE_VERSION, LEGACY_ENGINE
+from rulelab.sweep.driver import run_configs
+from toy_study import ToyRunConfig
+from toy_study.trainer import ToyTrainer
+
+FLAGS = dict(n_train=128, n_eval=64, width=16, epochs=20, eval_every=5, seed=3)
+CFG = ToyRunConfig(**FLAGS)
+ARGS = ["train", "toy", "--n-train", "128", "--n-eval", "64", "--width", "16", "--epochs", "20",
+        "--eval-every", "5", "--seed-start", "3", "--micro-batch", "64", "--quiet"]
+OPTS = Settings(micro_batch=64)
+pytestmark = pytest.mark.usefixtures("toy")
+
+
+class _Stop(Exception):
+    pass
+
+
+OTHER = ENGINE_VERSION + 1  # an engine whose numbers differ from this one's
+
+
+def _killed_at(lab: Lab, epoch: int, *, engine: int | None) -> dict:
+    """``lab`` as a kill at ``epoch`` leaves it: the run registered and pending, its checkpoint
+    at ``epoch`` as engine version ``engine`` wrote it (None: no version, as before them)."""
+    trainer, saved = ToyTrainer([CFG], OPTS), {}
+
+    def stop(tr, _evaluated) -> None:
+        if tr.epoch == epoch:
+            saved.update(tr.member_state(0))
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        trainer.fit(on_epoch=stop)
+    del saved["engine_version"], saved["engines"]
+    if engine is not None:
+        saved.update(engine_version=engine, engines=[[0, engine]])
+    lab.register([(CFG.run_id, CFG.flat())], "t")
+    lab.save_checkpoint(CFG.run_id, saved)
+    return saved
+
+
+def test_a_checkpoint_without_a_version_resumes_as_engine_1(tmp_path):
+    assert ENGINE_VERSION == LEGACY_ENGINE == 1  # engine 2 (issue 25) is written, not on
+    whole = Lab(tmp_path / "whole", create=True)
+    run_configs([CFG], whole, experiment="t", settings=OPTS)
+    lab = Lab(tmp_path / "lab", create=True)
+    _killed_at(lab, 10, engine=None)
+    run_configs([CFG], lab, experiment="t", settings=OPTS)  # no refusal, no switch
+    (row,) = lab.runs_json()
+    assert row["engine_version"] == 1 and row["engine_switch"] is None
+    pd.testing.assert_frame_equal(lab.read_metrics(), whole.read_metrics(), check_exact=True)
+
+
+def test_fresh_runs_record_the_engine_version(tmp_path):
+    lab = Lab(tmp_path / "lab", create=True)
+    run_configs([CFG], lab, experiment="t", settings=OPTS)
+    (row,) = lab.runs_json()
+    assert row["engine_version"] == ENGINE_VERSION and row["engine_switch"] is None
+    state = lab.load_checkpoint(CFG.run_id)
+    assert state["engine_version"] == ENGINE_VERSION and state["engines"] == [[0, ENGINE_VERSION]]
+
+
+def test_resume_under_another_engine_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    lab = Lab(tmp_path / "lab", create=True)
+    _killed_at(lab, 10, engine=OTHER)
+    ckpt = lab.checkpoints_dir / f"{CFG.run_id}.pt"
+    before = ckpt.read_bytes()
+    with pytest.raises(StoreError) as err:
+        run_configs([CFG], lab, experiment="t", settings=OPTS)
+    line = str(err.value)
+    assert "\n" not in line and f"engine version {OTHER}" in line
+    assert f"engine version {ENGINE_VERSION}" in line and "epoch 10" in line
+    # the command line: exit 1 and the same one line; nothing trained or written
+    done = run_main([*ARGS, "--lab", lab.root], capsys, monkeypatch)
+    assert done.returncode != 0 and "--allow-engine-change" in done.stderr
+    assert f"engine version {ENGINE_VERSION}" in done.stderr
+    assert ckpt.read_bytes() == before and lab.status(CFG.run_id) == "pending"
+    assert not list(lab.metrics_dir.glob("*.parquet"))
+
+
+def test_allowed_engine_change_trains_on_and_records_the_switch(tmp_path, monkeypatch,
+                                                                capsys):
+    whole = Lab(tmp_path / "whole", create=True)
+    run_configs([CFG], whole, experiment="t", settings=OPTS)
+    lab = Lab(tmp_path / "lab", create=True)
+    _killed_at(lab, 10, engine=OTHER)
+    new = ENGINE_VERSION
+    done = run_main([*ARGS, "--lab", lab.root, "--allow-engine-change"], capsys, monkeypatch)
+    assert done.returncode == 0, done.stderr
+    (row,) = lab.runs_json()
+    assert row["status"] == "done" and row["engine_version"] == new
+    assert row["engine_switch"] == f"{OTHER} from epoch 0, {new} from epoch 10"
+    state = lab.load_checkpoint(CFG.run_id)
+    assert state["engine_version"] == new and state["engines"] == [[0, OTHER], [10, new]]
+    # (that "other" state was written by this engine: the resumed run ends bitwise the same)
+    pd.testing.assert_frame_equal(lab.read_metrics(), whole.read_metrics(), check_exact=True)
+
+
+def test_a_lab_written_before_engine_versions_reads_as_version_1(tmp_path):
+    lab = Lab(tmp_path / "lab", create=True)
+    run_configs([CFG], lab, experiment="t", settings=OPTS)
+    with sqlite3.connect(lab.registry_path) as conn:  # the registry as it was written then
+        conn.execute("ALTER TABLE runs DROP COLUMN engine_switch")
+        conn.execute("ALTER TABLE runs DROP COLUMN engine_version")
+    old = Lab(lab.root)  # opens (the schema check accepts it) and reads without writing
+    (row,) = old.runs_json()
+    assert row["engine_version"] == 1 and row["engine_switch"] is None
+    assert engine_read({"status": "pending", "engine_version": None}) is None  # never started
+    with sqlite3.connect(lab.registry_path) as conn:
+        assert "engine_version" not in {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+    # its next write adds the columns; the trained run still reads as engine 1
+    Lab(lab.root, create=True).register([(CFG.run_id, CFG.flat())], "t")
+    (row,) = Lab(lab.root).runs_json()
+    assert row["engine_version"] == 1 and row["engine_switch"] is None
