@@ -16,7 +16,7 @@ import rulelab
 from labs import loaded_copy, sweep, write
 from rulelab.analysis.loading import load_ensembles, stored_configs
 from rulelab.errors import UserError
-from rulelab.report.analyses import tidy_analysis
+from rulelab.report.stored_analyses import tidy_analysis
 from rulelab.report.views import upgrade_by_task
 from rulelab.store import Lab
 

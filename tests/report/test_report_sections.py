@@ -5,9 +5,9 @@ log axes ticked at the data, and no-data messages marked on the page."""
 import numpy as np
 import pandas as pd
 
-from rulelab.report.analyses import tidy_analysis
 from rulelab.report.figures import data_ticks, legend_columns, new_figure
 from rulelab.report.html import figure_html, write_report
+from rulelab.report.stored_analyses import tidy_analysis
 from rulelab.studies.coexistence.figures import double_descent_figure, ff_bars
 from rulelab.studies.shortcut_saturation.figures import gradient_dynamics
 

@@ -3,7 +3,7 @@
 Tables live under ``<lab>/analyses/<name>/`` (DESIGN §3), one file per ensemble, epoch or run,
 written by ``rulelab analyze`` or by ``--track`` during training. Rows tracked during training
 may lack the config columns a post-hoc analysis stores beside each row (``layers``, ``ratio``,
-``seed``, …); :func:`rulelab.report.analyses.tidy_analysis` (the report's own reading) joins
+``seed``, …); :func:`rulelab.report.stored_analyses.tidy_analysis` (the report's own reading) joins
 them on ``run_id`` without overwriting a column the analysis wrote (gradients' ``eps`` is also
 an optimizer field) and tags each row's ``source`` (tracked or post-hoc); both kinds are kept.
 """
@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 import pandas as pd
 
 from rulelab.errors import UserError
-from rulelab.report.analyses import tidy_analysis
+from rulelab.report.stored_analyses import tidy_analysis
 from rulelab.store import Lab
 
 

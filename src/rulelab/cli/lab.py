@@ -75,9 +75,9 @@ def report_cmd(
     """Write one self-contained HTML report with figures for the lab: a section per task,
     with its study's figures and analyses (--where: of the runs it picks only)."""
     from rulelab.api.find_runs import select
-    from rulelab.report.analyses import read_analyses
     from rulelab.report.html import by_task
     from rulelab.report.results import write_lab_report
+    from rulelab.report.stored_analyses import read_analyses
     from rulelab.report.terminal import console
     from rulelab.report.views import view_of
     from rulelab.store import StoreError

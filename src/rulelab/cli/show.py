@@ -36,7 +36,7 @@ def held_analyses(lab, run_id: str) -> list[str]:
     a table without ``run_id`` (pooled over runs) is named as such."""
     import pyarrow.parquet as pq
 
-    from rulelab.report.analyses import sources
+    from rulelab.report.stored_analyses import sources
 
     root = lab.analyses_dir
     out = []

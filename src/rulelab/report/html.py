@@ -136,7 +136,7 @@ def write_report(
     (study S: rate vs spurious ratio, with the paper's points only where the runs are at its
     setting; study M: double descent and learning order), accuracy and loss curves with
     per-seed lines, the view's analysis section built from ``analyses`` (name → table as
-    :func:`rulelab.report.analyses.read_analyses` returns it; study S: "Mechanistic
+    :func:`rulelab.report.stored_analyses.read_analyses` returns it; study S: "Mechanistic
     analyses", SPEC S.4). Then ``sections`` as (heading, body) pairs — a body starting with
     ``<`` is inserted as HTML, any other is escaped text — and a footer with the code versions
     and the generation time. The write is atomic (temp file + ``os.replace``).

@@ -7,7 +7,7 @@ dense) and stores one table per analysis and run, ``analyses/<name>/<run_id>.par
 resume the rows up to the checkpoint epoch are kept, so a killed-and-resumed run tracks the
 same rows as an uninterrupted one. Tracked rows carry ``source = "tracked"``: a post-hoc
 ``rulelab analyze`` of the same name writes to the same folder, and readers
-(:mod:`rulelab.report.analyses`) keep the two apart.
+(:mod:`rulelab.report.stored_analyses`) keep the two apart.
 """
 
 from __future__ import annotations

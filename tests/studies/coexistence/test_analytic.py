@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 import torch
 
-from rulelab.studies.coexistence.analysis.analytic import all_pairs, analytic_solution
-from rulelab.studies.coexistence.analysis.fourier import network_accuracy
-from rulelab.studies.coexistence.analysis.modular_summary import (
+from rulelab.studies.coexistence.analyses.analytic import all_pairs, analytic_solution
+from rulelab.studies.coexistence.analyses.fourier import network_accuracy
+from rulelab.studies.coexistence.analyses.modular_summary import (
     double_descent_table,
     learning_order,
 )
-from rulelab.studies.coexistence.analysis.swap import activation_swap
+from rulelab.studies.coexistence.analyses.swap import activation_swap
 from rulelab.studies.coexistence.mlp import ACTIVATIONS
 
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from rulelab.studies.coexistence import STUDY
-from rulelab.studies.coexistence.analysis.claim_null import (
+from rulelab.studies.coexistence.analyses.claim_null import (
     m1_calls,
     m1_check,
     seeds_needed,

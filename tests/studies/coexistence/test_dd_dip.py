@@ -2,7 +2,7 @@
 
 The old findings compared only the widest width with the interpolation width (+5 points =
 "reproduced") and never looked for the dip: a monotone curve passed. These tests fail on the
-old code (no :mod:`rulelab.studies.coexistence.analysis.dd_dip`). The readings of the
+old code (no :mod:`rulelab.studies.coexistence.analyses.dd_dip`). The readings of the
 max-statistic test (issue 21) — its statistic, p-value and "too few seeds to call" — fail on
 the seed-range rule it replaced, which had no such columns; its false-positive rate is in
 tests/studies/coexistence/test_dip_null.py.
@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rulelab.studies.coexistence.analysis.dd_dip import dip_reading, interpolation_width
-from rulelab.studies.coexistence.analysis.dip_test import p_value
+from rulelab.studies.coexistence.analyses.dd_dip import dip_reading, interpolation_width
+from rulelab.studies.coexistence.analyses.dip_test import p_value
 
 WIDTHS = [17, 33, 65, 129, 257, 513, 1025]  # a table of k means takes the first k
 

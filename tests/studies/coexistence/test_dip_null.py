@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rulelab.studies.coexistence.analysis.dip_null import (
+from rulelab.studies.coexistence.analyses.dip_null import (
     GRIDS,
     N_TEST,
     false_positive_rate,

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from rulelab.studies.coexistence.analysis import fourier
-from rulelab.studies.coexistence.analysis.analytic import all_pairs, analytic_solution
-from rulelab.studies.coexistence.analysis.fourier import (
+from rulelab.studies.coexistence.analyses import fourier
+from rulelab.studies.coexistence.analyses.analytic import all_pairs, analytic_solution
+from rulelab.studies.coexistence.analyses.fourier import (
     dominant_frequency,
     evaluate_ff,
     filter_network,

@@ -4,7 +4,7 @@ first-step-at-50% reading.
 The old code read only first crossings: it called the paper's MNIST pattern "clean first" and
 dropped runs whose noisy accuracy never reached 50% from n. Every test here that reads a lead
 column (``lead_area``, ``first_lead``, ``n`` of the lead, …) fails on the old code, which had
-no such column (KeyError) and no :mod:`rulelab.studies.coexistence.analysis.early_lead`.
+no such column (KeyError) and no :mod:`rulelab.studies.coexistence.analyses.early_lead`.
 The lead is tested against the lead at init (issue 21, item 4): the frozen-network, lead-gain
 and data-seed tests fail on the reading before it (``lead_area > 0``; every run a trial).
 """
@@ -18,15 +18,15 @@ import pandas as pd
 import pytest
 
 from rulelab.analysis.stats import wilson
-from rulelab.studies.coexistence.analysis.lead_null import false_positive_rate, frozen_metrics
-from rulelab.studies.coexistence.analysis.order import (
+from rulelab.studies.coexistence.analyses.lead_null import false_positive_rate, frozen_metrics
+from rulelab.studies.coexistence.analyses.order import (
     lead_units,
     lead_verdict,
     order_display,
     order_summary,
     order_table,
 )
-from rulelab.studies.coexistence.analysis.subsets import (
+from rulelab.studies.coexistence.analyses.subsets import (
     digits_sizes,
     modular_sizes,
     subset_sizes,

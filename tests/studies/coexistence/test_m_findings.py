@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from rulelab.studies.coexistence.analysis.findings import (
+from rulelab.studies.coexistence.analyses.findings import (
     INCONCLUSIVE,
     NOT,
     READING,
@@ -20,7 +20,7 @@ from rulelab.studies.coexistence.analysis.findings import (
     paper_verdict,
     scale_free_verdict,
 )
-from rulelab.studies.coexistence.analysis.scale import (
+from rulelab.studies.coexistence.analyses.scale import (
     NOT_STATED,
     PAPER_SETTING,
     departures,

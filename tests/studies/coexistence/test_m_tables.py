@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import torch
 
-from rulelab.studies.coexistence.analysis.analytic import all_pairs, analytic_solution
-from rulelab.studies.coexistence.analysis.tables import (
+from rulelab.studies.coexistence.analyses.analytic import all_pairs, analytic_solution
+from rulelab.studies.coexistence.analyses.tables import (
     FRACTIONS,
     SUBSETS,
     best_pruned,

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from rulelab.studies.coexistence.analysis.analytic import all_pairs, analytic_solution
-from rulelab.studies.coexistence.analysis.fourier import network_accuracy
-from rulelab.studies.coexistence.analysis.neurons import (
+from rulelab.studies.coexistence.analyses.analytic import all_pairs, analytic_solution
+from rulelab.studies.coexistence.analyses.fourier import network_accuracy
+from rulelab.studies.coexistence.analyses.neurons import (
     curve_frame,
     ff_subnetwork,
     ipr,

@@ -10,7 +10,7 @@ import torch
 
 from rulelab.models.transformer import EnsembleTransformer
 from rulelab.settings import Settings
-from rulelab.studies.shortcut_saturation.analysis.ablation import (
+from rulelab.studies.shortcut_saturation.analyses.ablation import (
     Ablation,
     ablated_accuracy,
     ablated_logits,

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from rulelab.analysis.calibration import MAX_FPR, NullCheck
-from rulelab.studies.shortcut_saturation.analysis.phase_null import (
+from rulelab.studies.shortcut_saturation.analyses.phase_null import (
     SINCE_PHASE1,
     onset_check,
     transient_check,
 )
-from rulelab.studies.shortcut_saturation.analysis.phases import detect_phases
+from rulelab.studies.shortcut_saturation.analyses.phases import detect_phases
 from rulelab.studies.shortcut_saturation.claim_null import (
     half_power,
     s1_check,
@@ -100,7 +100,7 @@ def test_the_s1_verdict_needs_both_halves():
 
 
 def test_random_heads_above_the_probe_band_are_rare_and_the_old_line_is_not():
-    from rulelab.studies.shortcut_saturation.analysis.probe_null import probe_check
+    from rulelab.studies.shortcut_saturation.analyses.probe_null import probe_check
 
     cfg = MPSPRunConfig(layers=1, heads=2, d_model=16, d_mlp=32, vocab=16, seq_len=6,
                         n_train=256, n_eval=256)

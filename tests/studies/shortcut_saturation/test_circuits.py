@@ -8,7 +8,7 @@ import torch
 from scipy.stats import spearmanr
 
 from rulelab.models.transformer import EnsembleTransformer
-from rulelab.studies.shortcut_saturation.analysis.circuits import (
+from rulelab.studies.shortcut_saturation.analyses.circuits import (
     fingerprints,
     ov_probe_accuracy,
     spearman,

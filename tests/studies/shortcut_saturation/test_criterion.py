@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from rulelab.settings import Settings
-from rulelab.studies.shortcut_saturation.analysis.phases import phase_table
+from rulelab.studies.shortcut_saturation.analyses.phases import phase_table
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.summary import (
     MemberSummary,

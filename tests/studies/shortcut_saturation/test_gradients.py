@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from rulelab.models.transformer import EnsembleTransformer
 from rulelab.settings import Settings
-from rulelab.studies.shortcut_saturation.analysis.gradients import (
+from rulelab.studies.shortcut_saturation.analyses.gradients import (
     EPS_IDENTITY,
     conflict_metrics,
     example_gradient_norms,

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import torch
 
-from rulelab.studies.shortcut_saturation.analysis.gradients import conflict_metrics
-from rulelab.studies.shortcut_saturation.analysis.identity import (
+from rulelab.studies.shortcut_saturation.analyses.gradients import conflict_metrics
+from rulelab.studies.shortcut_saturation.analyses.identity import (
     COS_PINNED,
     EPS_IDENTITY,
     identity_bounds,
@@ -21,7 +21,7 @@ from rulelab.studies.shortcut_saturation.analysis.identity import (
     identity_flags,
     identity_reading,
 )
-from rulelab.studies.shortcut_saturation.analysis.tables import MOSTLY_PINNED, gradient_summary
+from rulelab.studies.shortcut_saturation.analyses.tables import MOSTLY_PINNED, gradient_summary
 from rulelab.studies.shortcut_saturation.commands import print_gradient_summary
 
 

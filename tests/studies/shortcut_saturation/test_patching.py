@@ -5,14 +5,14 @@ import pytest
 import torch
 
 from rulelab.models.transformer import EnsembleTransformer
-from rulelab.studies.shortcut_saturation.analysis.patching import (
+from rulelab.studies.shortcut_saturation.analyses.patching import (
     REL_GAP,
     logit_diff,
     normalise,
     patch_grid,
     run_patched,
 )
-from rulelab.studies.shortcut_saturation.analysis.twins import aligned_twins
+from rulelab.studies.shortcut_saturation.analyses.twins import aligned_twins
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.task import make_mpsp, shortcut_of
 

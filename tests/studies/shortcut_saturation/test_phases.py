@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rulelab.studies.shortcut_saturation.analysis.phases import (
+from rulelab.studies.shortcut_saturation.analyses.phases import (
     PhaseThresholds,
     detect_phases,
     phase_table,

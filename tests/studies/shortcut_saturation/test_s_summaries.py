@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY
-from rulelab.studies.shortcut_saturation.analysis.outcome import outcome_of
-from rulelab.studies.shortcut_saturation.analysis.tables import gradient_summary, patching_summary
+from rulelab.studies.shortcut_saturation.analyses.identity import EPS_IDENTITY
+from rulelab.studies.shortcut_saturation.analyses.outcome import outcome_of
+from rulelab.studies.shortcut_saturation.analyses.tables import gradient_summary, patching_summary
 from rulelab.studies.shortcut_saturation.commands import print_gradient_summary
 from rulelab.studies.shortcut_saturation.figures import gradient_dynamics, patching_heatmap
 

@@ -11,14 +11,14 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 
 from rulelab.settings import Settings
-from rulelab.studies.shortcut_saturation.analysis.gradients import gradient_conflict
-from rulelab.studies.shortcut_saturation.analysis.saturation import (
+from rulelab.studies.shortcut_saturation.analyses.gradients import gradient_conflict
+from rulelab.studies.shortcut_saturation.analyses.saturation import (
     LOSS_SATURATED,
     is_saturated,
     known,
     saturated_rows,
 )
-from rulelab.studies.shortcut_saturation.analysis.tables import ALL_SATURATED, gradient_summary
+from rulelab.studies.shortcut_saturation.analyses.tables import ALL_SATURATED, gradient_summary
 from rulelab.studies.shortcut_saturation.commands import print_gradient_summary
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.figures import gradient_dynamics

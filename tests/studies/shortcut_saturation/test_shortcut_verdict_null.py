@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rulelab.studies.shortcut_saturation import STUDY
-from rulelab.studies.shortcut_saturation.analysis.verdict_null import (
+from rulelab.studies.shortcut_saturation.analyses.verdict_null import (
     s5_check,
     s5_shows,
     s6_check,

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from rulelab.settings import Settings
 from rulelab.studies.shortcut_saturation import tracking
-from rulelab.studies.shortcut_saturation.analysis.circuits import ov_probe_accuracy
+from rulelab.studies.shortcut_saturation.analyses.circuits import ov_probe_accuracy
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.trainer import MPSPTrainer
 

@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from rulelab.studies.shortcut_saturation.analysis.twins import aligned_twins
+from rulelab.studies.shortcut_saturation.analyses.twins import aligned_twins
 from rulelab.studies.shortcut_saturation.task import label_of, make_mpsp, shortcut_of
 
 V, N_SEQ = 64, 10

@@ -9,7 +9,6 @@ import pandas as pd
 import torch
 
 from rulelab.config.base import make_config
-from rulelab.studies.sparse_parity.analysis import progress_steps
 from rulelab.studies.sparse_parity.config import SparseParityRunConfig
 from rulelab.studies.sparse_parity.hidden_calibration import held_out_readings, hidden_check
 from rulelab.studies.sparse_parity.hidden_null import (
@@ -19,6 +18,7 @@ from rulelab.studies.sparse_parity.hidden_null import (
     subset_shares,
 )
 from rulelab.studies.sparse_parity.metrics import support_mass
+from rulelab.studies.sparse_parity.steps_tables import progress_steps
 from rulelab.studies.sparse_parity.trainer import SparseParityTrainer
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from rulelab.analysis.stats import wilson
-from rulelab.studies.sparse_parity.analysis import (
+from rulelab.studies.sparse_parity.steps_tables import (
     fit_slope,
     progress_curves,
     progress_steps,

@@ -8,8 +8,8 @@ import math
 
 import pandas as pd
 
-from rulelab.studies.sparse_parity.analysis import steps_table
 from rulelab.studies.sparse_parity.reproduce import display_table
+from rulelab.studies.sparse_parity.steps_tables import steps_table
 
 
 def runs(model: str, mass: float, hidden: float | None, band: float = 0.02,

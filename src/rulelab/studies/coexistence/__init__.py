@@ -47,7 +47,7 @@ MODULAR = Task(
     shape_flags="--width/--p",
     checkpoint_every=1000,
     # analyses of the live ensemble (the same functions `rulelab analyze` runs on stored runs)
-    trackers={n: f"{_HERE}.analysis.tables:{n}_table" for n in ("ff", "swap", "neurons")},
+    trackers={n: f"{_HERE}.analyses.tables:{n}_table" for n in ("ff", "swap", "neurons")},
     data=DataCommand(MODULAR_DATA_FIELDS, make=f"{_HERE}.dataset:modular_data",
                      write=f"{_HERE}.dataset:write_modular"),
 )
@@ -87,11 +87,11 @@ STUDY = Study(
     ),
     calibrations=(  # `rulelab calibrate coexistence`: each detector against its null
         Calibration("double-descent dip", "`analyze dd`: test accuracy dips at an interior "
-                    "width", f"{_HERE}.analysis.calibrations:dip_check"),
+                    "width", f"{_HERE}.analyses.calibrations:dip_check"),
         Calibration("M1 verdict", "the scale map's 'shows': the widest interpolating width's "
                     "seed range above the narrowest's, mean test ≥ 50%",
-                    f"{_HERE}.analysis.claim_null:m1_check"),
+                    f"{_HERE}.analyses.claim_null:m1_check"),
         Calibration("noisy-first lead", "`analyze order`: noisy-train accuracy leads clean-train "
-                    "early, beyond its lead at init", f"{_HERE}.analysis.calibrations:lead_check"),
+                    "early, beyond its lead at init", f"{_HERE}.analyses.calibrations:lead_check"),
     ),
 )

@@ -33,7 +33,7 @@ from rulelab.report.scale_map import (
     ClaimReading,
     ScaleReading,
 )
-from rulelab.studies.coexistence.analysis.claim_null import seeds_needed
+from rulelab.studies.coexistence.analyses.claim_null import seeds_needed
 
 INTERP_ACC = 0.99  # "fits the noisy labels": mean noisy-train accuracy ≥ 99%
 COEXIST_ACC = 0.5  # "still generalizes": a majority of the held-out pairs right

@@ -28,7 +28,7 @@ def _stored(lab, name: str, analysis, epochs: str) -> pd.DataFrame:
 
 
 def ff(lab, *, epochs: str = "final") -> None:
-    from rulelab.studies.coexistence.analysis.tables import ff_summary, ff_table
+    from rulelab.studies.coexistence.analyses.tables import ff_summary, ff_table
 
     frame = _stored(lab, "ff", ff_table, epochs)
     show("FF: test accuracy (mean over seeds)", ff_summary(frame, "test"))
@@ -42,7 +42,7 @@ def ff(lab, *, epochs: str = "final") -> None:
 
 
 def swap(lab, *, epochs: str = "final") -> None:
-    from rulelab.studies.coexistence.analysis.tables import swap_summary, swap_table
+    from rulelab.studies.coexistence.analyses.tables import swap_summary, swap_table
 
     frame = _stored(lab, "swap", swap_table, epochs)
     show("swap: test accuracy (mean over seeds)", swap_summary(frame, "test"))
@@ -52,7 +52,7 @@ def swap(lab, *, epochs: str = "final") -> None:
 
 
 def neurons(lab, *, epochs: str = "final", k_frac: float = 0.5) -> None:
-    from rulelab.studies.coexistence.analysis.tables import (
+    from rulelab.studies.coexistence.analyses.tables import (
         best_pruned,
         neurons_table,
         partition_summary,
@@ -66,7 +66,7 @@ def neurons(lab, *, epochs: str = "final", k_frac: float = 0.5) -> None:
 
 
 def order(lab, *, window: float = 100.0) -> None:
-    from rulelab.studies.coexistence.analysis.order import (
+    from rulelab.studies.coexistence.analyses.order import (
         order_display,
         order_summary,
         order_table,
@@ -86,8 +86,8 @@ def order(lab, *, window: float = 100.0) -> None:
 
 
 def dd(lab) -> None:
-    from rulelab.studies.coexistence.analysis.dd_dip import DIP_COLUMNS, dip_reading
-    from rulelab.studies.coexistence.analysis.tables import dd_table
+    from rulelab.studies.coexistence.analyses.dd_dip import DIP_COLUMNS, dip_reading
+    from rulelab.studies.coexistence.analyses.tables import dd_table
 
     runs = lab.runs()
     runs = runs[runs["task"] == "modular"] if "task" in runs else runs

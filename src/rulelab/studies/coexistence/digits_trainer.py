@@ -10,7 +10,7 @@ Metrics per evaluation, as study M's trainer (:mod:`.trainer`): ``train``,
 by default (``eval_every = 1``: the paper's MNIST reading is at epochs 1 and 2).
 
 Learning order (M.4.2, M.4.7) is read from these metrics by ``rulelab analyze order --window T``
-(:mod:`.analysis.early_lead`): the lead of noisy- over clean-train accuracy over the
+(:mod:`.analyses.early_lead`): the lead of noisy- over clean-train accuracy over the
 first T steps, at the first step and at init, and the loss-decrease rates — the paper's claim
 is that early lead at low accuracy (MNIST epoch 1: noisy 10.9% vs clean 2.9%). The summary's
 ``first_step_*`` fields (first step at 50% / 90%) are the old crossing reading, which calls that

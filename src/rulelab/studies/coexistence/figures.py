@@ -2,7 +2,7 @@
 activation swap, pruning curves —
 and the coexistence report page that holds them (:func:`write_coexistence_report`).
 
-Inputs are the tables of :mod:`.analysis.tables` (``dd_table``, ``ff_table``,
+Inputs are the tables of :mod:`.analyses.tables` (``dd_table``, ``ff_table``,
 ``swap_table``, ``neurons_table``) and the store's runs / long metrics frames. Curves and bars
 carry seed spread (SPEC "Cross-cutting"): thin lines per seed or min–max error bars.
 Built on ``Figure`` + Agg, never pyplot (see :mod:`rulelab.report.figures`).
@@ -114,7 +114,7 @@ def learning_order_figure(runs: pd.DataFrame, metrics: pd.DataFrame,
 def early_lead_figure(order: pd.DataFrame) -> Figure:
     """Per run with α > 0, the early lead of noisy-train (vs the corrupted labels) over
     clean-train accuracy in points: the mean over the window and at the first evaluation, by
-    noise level and width (SPEC M.4.2; :mod:`.analysis.early_lead`). Above 0: noisy
+    noise level and width (SPEC M.4.2; :mod:`.analyses.early_lead`). Above 0: noisy
     ahead."""
     fig = new_figure(7.0, 3.2)
     noisy = order[(order["noise"] > 0) & order["lead_area"].notna()] if "lead_area" in order \

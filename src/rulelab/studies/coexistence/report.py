@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 
 from rulelab.report.html import figure_html, footer, page, section_body, status_line, write_page
-from rulelab.studies.coexistence.analysis.dd_dip import dip_reading
-from rulelab.studies.coexistence.analysis.order import order_display, order_summary
-from rulelab.studies.coexistence.analysis.tables import ff_summary, partition_summary
+from rulelab.studies.coexistence.analyses.dd_dip import dip_reading
+from rulelab.studies.coexistence.analyses.order import order_display, order_summary
+from rulelab.studies.coexistence.analyses.tables import ff_summary, partition_summary
 from rulelab.studies.coexistence.panels import (
     activation_swap,
     double_descent,

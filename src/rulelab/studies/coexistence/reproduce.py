@@ -7,9 +7,9 @@ keeps the memorized noise (M.4.3); swapping ReLU for quadratic or reverse ReLU k
 accuracy and drops memorization (M.4.4); an IPR / strength partition helps far less than FF
 (M.4.5); test accuracy dips at the interpolation width and rises after it (M.4.1).
 
-Every run prints its scale first (:func:`.analysis.scale.scale_line`: the recipe's name and
+Every run prints its scale first (:func:`.analyses.scale.scale_line`: the recipe's name and
 each departure from the paper's setting, read from the runs' config values). Verdicts follow
-:mod:`.analysis.findings`: at the paper's setting every claim gets one; below it only the
+:mod:`.analyses.findings`: at the paper's setting every claim gets one; below it only the
 scale-free learning order does, and every other row says "reading". The learning-order window
 T is the recipe's dense-evaluation span (``log_eval_steps``: every epoch up to there), which
 the recipes set to the paper's early window (SPEC M.3, M.4.2).
@@ -55,15 +55,15 @@ def reproduce(r: Reproduction) -> Path:
     """Analyze the trained recipe in ``r.lab``, print the findings, write the report."""
     from rulelab.analysis.calibration import calibrate, calibration_text
     from rulelab.report.results import results_html
-    from rulelab.studies.coexistence.analysis.dd_dip import dip_reading
-    from rulelab.studies.coexistence.analysis.findings import findings
-    from rulelab.studies.coexistence.analysis.order import (
+    from rulelab.studies.coexistence.analyses.dd_dip import dip_reading
+    from rulelab.studies.coexistence.analyses.findings import findings
+    from rulelab.studies.coexistence.analyses.order import (
         order_display,
         order_summary,
         order_table,
     )
-    from rulelab.studies.coexistence.analysis.scale import scale_line
-    from rulelab.studies.coexistence.analysis.tables import (
+    from rulelab.studies.coexistence.analyses.scale import scale_line
+    from rulelab.studies.coexistence.analyses.tables import (
         dd_table,
         ff_table,
         neurons_table,

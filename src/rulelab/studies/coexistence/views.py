@@ -24,7 +24,7 @@ class CoexistenceView(RunsView):
         self.title = f"generalization rate (final test acc ≥ {level})"
 
     def scale(self, runs):
-        from rulelab.studies.coexistence.analysis.scale import scale_line
+        from rulelab.studies.coexistence.analyses.scale import scale_line
 
         return scale_line("this lab", runs) if "p" in runs.columns else None
 

@@ -69,16 +69,16 @@ STUDY = Study(
                     "disjoint 95% Wilson intervals", f"{_HERE}.claim_null:s1_check"),
         Calibration("S5 verdict", "the scale map's 'shows': 2L's best ratio below and above "
                     "chance each beat chance beyond the intervals",
-                    f"{_HERE}.analysis.verdict_null:s5_check"),
+                    f"{_HERE}.analyses.verdict_null:s5_check"),
         Calibration("S6 verdict", "the scale map's 'shows': more transient 2L seeds at the "
                     "largest weight decay, beyond the intervals",
-                    f"{_HERE}.analysis.verdict_null:s6_check"),
+                    f"{_HERE}.analyses.verdict_null:s6_check"),
         Calibration("phase-2 onset", "`analyze phases`: the rule starts to win after phase 1",
-                    f"{_HERE}.analysis.phase_null:onset_check"),
+                    f"{_HERE}.analyses.phase_null:onset_check"),
         Calibration("transient", "generalized, then adv below 95% later",
-                    f"{_HERE}.analysis.phase_null:transient_check"),
+                    f"{_HERE}.analyses.phase_null:transient_check"),
         Calibration("OV probe band", "`analyze fingerprints`: a head decodes v mod k from what "
                     "it writes, above random heads' band",
-                    f"{_HERE}.analysis.probe_null:probe_check"),
+                    f"{_HERE}.analyses.probe_null:probe_check"),
     ),
 )

@@ -19,7 +19,7 @@ def _stored(lab, name: str, analysis, epochs: str) -> pd.DataFrame:
 
 
 def gradients(lab, *, epochs: str = "final") -> None:
-    from rulelab.studies.shortcut_saturation.analysis.gradients import gradient_conflict
+    from rulelab.studies.shortcut_saturation.analyses.gradients import gradient_conflict
 
     frame = _stored(lab, "gradients", lambda tr: gradient_conflict(tr.model, tr.data), epochs)
     print_gradient_summary(frame)
@@ -30,9 +30,9 @@ def print_gradient_summary(frame: pd.DataFrame, by=("layers", "ratio", "epoch"))
     run flagged on its own ε; † where at least half the runs behind the medians are), and the
     saturated-loss count (issue 11): a group whose every run is saturated is marked ‡ (its
     median is rounding noise) instead of †; otherwise its medians leave saturated runs out."""
-    from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY, identity_bounds
-    from rulelab.studies.shortcut_saturation.analysis.saturation import LEGEND, MARK
-    from rulelab.studies.shortcut_saturation.analysis.tables import (
+    from rulelab.studies.shortcut_saturation.analyses.identity import EPS_IDENTITY, identity_bounds
+    from rulelab.studies.shortcut_saturation.analyses.saturation import LEGEND, MARK
+    from rulelab.studies.shortcut_saturation.analyses.tables import (
         ALL_SATURATED,
         MOSTLY_PINNED,
         gradient_summary,
@@ -69,7 +69,7 @@ def print_gradient_summary(frame: pd.DataFrame, by=("layers", "ratio", "epoch"))
 
 
 def ablation(lab, *, epochs: str = "final") -> None:
-    from rulelab.studies.shortcut_saturation.analysis.ablation import ablation_table
+    from rulelab.studies.shortcut_saturation.analyses.ablation import ablation_table
 
     frame = _stored(lab, "ablation", lambda tr: ablation_table(tr.model, tr.data), epochs)
     mean = frame[(frame["method"] == "mean") & (frame["where"] == "cls")]
@@ -79,7 +79,7 @@ def ablation(lab, *, epochs: str = "final") -> None:
 
 
 def phases(lab) -> None:
-    from rulelab.studies.shortcut_saturation.analysis.phases import phase_table
+    from rulelab.studies.shortcut_saturation.analyses.phases import phase_table
 
     runs = lab.runs()
     table = phase_table(lab.read_metrics(list(runs["run_id"])), runs=runs)  # k, r per run
@@ -92,7 +92,7 @@ def phases(lab) -> None:
 
 
 def patching(lab, *, epochs: str = "final", n: int = 256) -> None:
-    from rulelab.studies.shortcut_saturation.analysis.tables import patching_table
+    from rulelab.studies.shortcut_saturation.analyses.tables import patching_table
 
     frame = _stored(lab, "patching", lambda tr: patching_table(tr, n), epochs)
     print_patching_summary(frame, lab)
@@ -100,8 +100,8 @@ def patching(lab, *, epochs: str = "final", n: int = 256) -> None:
 
 def print_patching_summary(frame: pd.DataFrame, lab) -> None:
     """Medians over runs, split by whether each run generalized (issue 8)."""
-    from rulelab.studies.shortcut_saturation.analysis.patching import REL_GAP
-    from rulelab.studies.shortcut_saturation.analysis.tables import patching_summary
+    from rulelab.studies.shortcut_saturation.analyses.patching import REL_GAP
+    from rulelab.studies.shortcut_saturation.analyses.tables import patching_summary
     from rulelab.studies.shortcut_saturation.summary_frames import upgrade_runs
 
     runs = upgrade_runs(lab.runs(), lab.read_metrics)
@@ -114,7 +114,7 @@ def print_patching_summary(frame: pd.DataFrame, lab) -> None:
 
 
 def fingerprints(lab, *, epochs: str = "final") -> None:
-    from rulelab.studies.shortcut_saturation.analysis.tables import fingerprint_table
+    from rulelab.studies.shortcut_saturation.analyses.tables import fingerprint_table
 
     frame = _stored(lab, "fingerprints", fingerprint_table, epochs)
     cols = [c for c in ("qk_rho", "first_mass", "ov_parity_rho", "ov_probe_acc") if c in frame]
@@ -129,9 +129,9 @@ def fingerprints(lab, *, epochs: str = "final") -> None:
 
 def print_probe_band(lab) -> None:
     """The OV probe's null band beside its readings (issue 21): random heads at init, at each
-    shape the lab holds (:mod:`.analysis.probe_null`) — a head's probe reads "writes the
+    shape the lab holds (:mod:`.analyses.probe_null`) — a head's probe reads "writes the
     residue" only above the band."""
-    from rulelab.studies.shortcut_saturation.analysis.probe_null import null_band
+    from rulelab.studies.shortcut_saturation.analyses.probe_null import null_band
     from rulelab.study_registry import config_from_flat
 
     shapes = {}  # one config per model shape and data setting: the band depends on nothing else

@@ -18,9 +18,9 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from rulelab.report.figures import legend_columns, new_figure
-from rulelab.studies.shortcut_saturation.analysis.identity import COS_PINNED, EPS_IDENTITY
-from rulelab.studies.shortcut_saturation.analysis.outcome import UNKNOWN, outcome_of
-from rulelab.studies.shortcut_saturation.analysis.saturation import (
+from rulelab.studies.shortcut_saturation.analyses.identity import COS_PINNED, EPS_IDENTITY
+from rulelab.studies.shortcut_saturation.analyses.outcome import UNKNOWN, outcome_of
+from rulelab.studies.shortcut_saturation.analyses.saturation import (
     FIGURE_LABEL,
     LOSS_SATURATED,
     MARK,
@@ -110,8 +110,8 @@ def gradient_dynamics(grad_table: pd.DataFrame, runs: pd.DataFrame | None = None
     at which amplification makes the two groups' gradient shares (1−r)‖g−‖ and r‖g+‖ equal.
     Readings with ε < ``EPS_IDENTITY`` are ringed (○), each run on its own ε: there
     ``g = r·g+ + (1−r)·g−`` alone forces amplification within ±ε of r/(1−r) and
-    cos ≤ −√(1 − ε²) ≤ −0.9 (:mod:`.analysis.identity`), so they are *identity-dominated*. Readings
-    with a saturated loss (issue 11, :mod:`.analysis.saturation`) are crossed (×) instead, on
+    cos ≤ −√(1 − ε²) ≤ −0.9 (:mod:`.analyses.identity`), so they are *identity-dominated*. Readings
+    with a saturated loss (issue 11, :mod:`.analyses.saturation`) are crossed (×) instead, on
     every row, and left out of the medians: their gradients are rounding noise.
     """
     t = with_config(grad_table, runs)

@@ -4,7 +4,7 @@ and what the quick reproduction's report shows (issue 10). A trajectory over epo
 (:mod:`.figures`) needs tracked or snapshot epochs; a table with one epoch per run is drawn
 here instead, as a strip per ratio: one dot per seed (a star where it generalized), the median
 as a bar, the reference each reading is judged against. A gradient reading with a saturated
-training loss (issue 11, :mod:`.analysis.saturation`) is a cross, left out of the median."""
+training loss (issue 11, :mod:`.analyses.saturation`) is a cross, left out of the median."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from rulelab.report.figures import legend_columns, new_figure
-from rulelab.studies.shortcut_saturation.analysis.identity import EPS_IDENTITY
-from rulelab.studies.shortcut_saturation.analysis.saturation import FIGURE_LABEL, saturated_rows
+from rulelab.studies.shortcut_saturation.analyses.identity import EPS_IDENTITY
+from rulelab.studies.shortcut_saturation.analyses.saturation import FIGURE_LABEL, saturated_rows
 from rulelab.studies.shortcut_saturation.figure_tables import (
     at_epoch,
     config_groups,

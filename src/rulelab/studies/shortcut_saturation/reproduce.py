@@ -17,9 +17,9 @@ from pathlib import Path
 
 from rulelab.analysis.calibration import calibrate, calibration_text
 from rulelab.analysis.stored import analyze_stored
-from rulelab.report.analyses import read_analyses
 from rulelab.report.html import write_report
 from rulelab.report.results import results_html
+from rulelab.report.stored_analyses import read_analyses
 from rulelab.report.terminal import print_rate_table, progress_line
 from rulelab.store import load
 from rulelab.studies.shortcut_saturation.invariants import describe_invariants
@@ -41,8 +41,8 @@ REPORT_SIMS = 200  # simulated nulls per detector in the report's calibration se
 def final_analyses(r: Reproduction) -> float:
     """Run :data:`FINAL_ANALYSES` on the final checkpoints of the recipe's runs, store them
     like ``rulelab analyze`` does, print the gradient summary; the seconds it took."""
-    from rulelab.studies.shortcut_saturation.analysis.gradients import gradient_conflict
-    from rulelab.studies.shortcut_saturation.analysis.tables import fingerprint_table
+    from rulelab.studies.shortcut_saturation.analyses.gradients import gradient_conflict
+    from rulelab.studies.shortcut_saturation.analyses.tables import fingerprint_table
     from rulelab.studies.shortcut_saturation.commands import COLUMNS, TASK, print_gradient_summary
 
     fns = {"gradients": lambda tr: gradient_conflict(tr.model, tr.data),

@@ -32,7 +32,8 @@ Files: ``config.py`` (run config), ``task.py`` (numpy task, ``rulelab data``), `
 (member-axis tensors, fresh batches), ``model.py`` (ensemble MLP; study S's transformer on bit
 tokens), ``metrics.py``, ``summary.py``, ``trainer.py``, ``tracking.py`` (``--track
 coordinates``), ``hidden_null.py`` (the null band), ``hidden_calibration.py`` (its
-calibration), ``analysis.py``, ``scaling.py`` (exponents per k), ``figures.py``, ``views.py``
+calibration), ``steps_tables.py`` (steps-to-learn tables, slopes), ``scaling.py``
+(exponents per k), ``figures.py``, ``views.py``
 (rate table and report), ``reproduce.py``, ``cost.py`` (the planner's estimate),
 ``recipes/quick.yaml``, ``recipes/scaling-k.yaml`` (k ∈ {2, 3, 4}).
 """

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
 from rulelab.report.figures import data_ticks
-from rulelab.studies.sparse_parity.analysis import (
+from rulelab.studies.sparse_parity.steps_tables import (
     fit_slope,
     progress_curves,
     steps_per_epoch,

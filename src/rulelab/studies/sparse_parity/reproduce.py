@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from rulelab.studies.sparse_parity.analysis import progress_steps, steps_table
 from rulelab.studies.sparse_parity.scaling import scaling_lines
+from rulelab.studies.sparse_parity.steps_tables import progress_steps, steps_table
 
 
 def _steps(v) -> str:
@@ -138,8 +138,8 @@ def sections(r, runs: pd.DataFrame, metrics: pd.DataFrame) -> list[tuple[str, st
 
 def reproduce(r) -> Path:
     """The study's reproduction over a trained lab (:class:`rulelab.study.Reproduction`)."""
-    from rulelab.report.analyses import read_analyses
     from rulelab.report.html import write_report
+    from rulelab.report.stored_analyses import read_analyses
     from rulelab.report.views import view_of  # not .views: it reads this module's tables
 
     runs = r.lab.runs()

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sstats
 
-from rulelab.studies.sparse_parity.analysis import fit_slope, slope_line
+from rulelab.studies.sparse_parity.steps_tables import fit_slope, slope_line
 
 
 def _learned(runs: pd.DataFrame) -> pd.DataFrame:

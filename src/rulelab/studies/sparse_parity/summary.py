@@ -20,7 +20,7 @@
   pilots, n = 30: 0.104–0.106 over the first 500 steps) — but it is dominated by the n − k
   init-size columns, so it doubles only once the network is already visibly learning (pilot
   n = 30: 2× at step 900, accuracy 70% at 800, learned at 1,100; +10% at 700, while accuracy
-  was 50%). :func:`rulelab.studies.sparse_parity.analysis.progress_steps` rereads any factor
+  was 50%). :func:`rulelab.studies.sparse_parity.steps_tables.progress_steps` rereads any factor
   from the stored curves.
 - ``fourier_step``: the first step the parity χ_S is the largest Fourier coefficient of the
   output among the k-subsets (Fourier gap > 0).

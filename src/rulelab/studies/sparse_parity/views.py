@@ -50,8 +50,8 @@ class SparseParityView(RunsView):
                  _cells(runs, by, table, "hidden_progress_step", False))]
 
     def notes(self, runs: pd.DataFrame, table: pd.DataFrame) -> list[str]:
-        from rulelab.studies.sparse_parity.analysis import fit_slope
         from rulelab.studies.sparse_parity.scaling import scaling_lines
+        from rulelab.studies.sparse_parity.steps_tables import fit_slope
 
         if "n_bits" not in runs.columns or runs["n_bits"].nunique() < 2:
             return []

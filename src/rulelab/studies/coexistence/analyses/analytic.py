@@ -19,7 +19,7 @@ Choices (not fixed by the paper):
 - ``A = (2/M)^{1/3}`` by default, so the correct logit is ≈ ``A³M/2 = 1``.
 - ``op="sub"`` (``c = a − b``): ``v_m(j) = A cos(−2πσ_m j/P + φ²_m)`` (``v`` reads ``−j``), so the
   cross term contains ``cos(2πσ_m(a−b)/P + φ¹+φ²)`` and ``w`` is unchanged. In the rfft phase
-  convention of :mod:`.analysis.fourier` ``v̂`` then has phase ``−φ²`` and the sub residual
+  convention of :mod:`.analyses.fourier` ``v̂`` then has phase ``−φ²`` and the sub residual
   ``φ_a − φ_b − φ_c`` is 0.
 - ``op="mul"`` is not supported (the Fourier structure lives in discrete-log coordinates).
 - No output bias: ``μ`` is returned as None.
@@ -31,7 +31,7 @@ import math
 
 import torch
 
-from rulelab.studies.coexistence.analysis.fourier import n_frequencies
+from rulelab.studies.coexistence.analyses.fourier import n_frequencies
 
 
 def analytic_solution(

@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from rulelab.studies.shortcut_saturation.analysis.circuits import fingerprints
-from rulelab.studies.shortcut_saturation.analysis.identity import identity_count, identity_flags
-from rulelab.studies.shortcut_saturation.analysis.outcome import outcome_of
-from rulelab.studies.shortcut_saturation.analysis.patching import patch_grid
-from rulelab.studies.shortcut_saturation.analysis.saturation import known, saturated_rows
-from rulelab.studies.shortcut_saturation.analysis.twins import aligned_twins
+from rulelab.studies.shortcut_saturation.analyses.circuits import fingerprints
+from rulelab.studies.shortcut_saturation.analyses.identity import identity_count, identity_flags
+from rulelab.studies.shortcut_saturation.analyses.outcome import outcome_of
+from rulelab.studies.shortcut_saturation.analyses.patching import patch_grid
+from rulelab.studies.shortcut_saturation.analyses.saturation import known, saturated_rows
+from rulelab.studies.shortcut_saturation.analyses.twins import aligned_twins
 
 
 def twin_batch(ens, n: int = 256, seed: int = 0) -> tuple[torch.Tensor, ...]:
@@ -95,11 +95,11 @@ def gradient_summary(frame: pd.DataFrame, by=("layers", "ratio", "epoch"),
     each of :data:`GRADIENT_COLUMNS` present, ``saturated`` and ``identity_dominated`` as
     ``"k/n"``, :data:`ALL_SATURATED` and :data:`MOSTLY_PINNED` (bools).
 
-    ``saturated`` counts runs whose training loss is saturated (:mod:`.analysis.saturation`:
+    ``saturated`` counts runs whose training loss is saturated (:mod:`.analyses.saturation`:
     their gradients are rounding noise). They are left out of the medians — which are over
     all runs only where every run is saturated (then :data:`ALL_SATURATED`: the medians are
     noise too) — and out of ``identity_dominated``, which counts the other runs flagged *each
-    on its own ε* (:mod:`.analysis.identity`, issue 21: ``eps < EPS_IDENTITY``, where
+    on its own ε* (:mod:`.analyses.identity`, issue 21: ``eps < EPS_IDENTITY``, where
     ``g = r·g+ + (1−r)·g−`` alone forces amplification ≈ r/(1−r) and cos ≤ −0.9), with
     ``" (u undefined)"`` for runs whose ε is NaN (an empty group): those are neither flagged
     nor "not identity-dominated". Each run is in at most one count. :data:`MOSTLY_PINNED`: at

@@ -5,7 +5,7 @@ activation in :data:`rulelab.studies.coexistence.mlp.ACTIVATIONS` (or a chosen s
 inference only.
 Paper: a ReLU network scored with quadratic or reverse-ReLU keeps or improves its test accuracy
 while its noisy-train (memorization) accuracy drops — the rule sits in the even part of φ.
-Subsets follow :mod:`.analysis.fourier`: ``masks = {name: [E, N] bool}`` over the rows of
+Subsets follow :mod:`.analyses.fourier`: ``masks = {name: [E, N] bool}`` over the rows of
 ``x [E, N, 2]`` (or ``[N, 2]``) and ``y [E, N]`` (or ``[N]``); None scores all rows as ``"all"``.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from rulelab.studies.coexistence.analysis.fourier import network_accuracy
+from rulelab.studies.coexistence.analyses.fourier import network_accuracy
 from rulelab.studies.coexistence.mlp import ACTIVATIONS
 
 

@@ -4,7 +4,7 @@ the transient flag fire on simulated runs in which nothing happens, at a lab's o
 Each simulated run has the lab's number of evaluations (``epochs // eval_every + 1``) and its
 evaluation set size ``n_eval``: every accuracy is a binomial draw of ``n_eval`` examples
 around a true accuracy, so the test-set noise is the lab's own. The detector is
-:func:`~rulelab.studies.shortcut_saturation.analysis.phases.detect_phases` itself.
+:func:`~rulelab.studies.shortcut_saturation.analyses.phases.detect_phases` itself.
 
 - **Onset null**: a run held in phase 1 from its first evaluation (val at 99.5%, adv at 0.5%),
   whose adv accuracy creeps up 10 points over the whole run — a slow drift, not a climb.
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rulelab.analysis.calibration import NullCheck
-from rulelab.studies.shortcut_saturation.analysis.phases import PhaseThresholds, detect_phases
+from rulelab.studies.shortcut_saturation.analyses.phases import PhaseThresholds, detect_phases
 
 VAL, ADV_PHASE1, DRIFT = 0.995, 0.005, 0.10
 CLIMB, CLIMB_FRAC = 0.20, 0.05

@@ -15,14 +15,14 @@ Modules (S.4.1): ``embed`` (W_E, W_pos), ``attn{l}`` (blocks.{l}.attn.*, blocks.
 ``all`` (every parameter).
 
 **Near saturation (issues 8, 21)** ``g = r·g+ + (1−r)·g−`` pins amplification to r/(1−r)
-and conflict to −1 whenever ``ε = ‖g‖/(r‖g+‖)`` is small (:mod:`.analysis.identity`: the
+and conflict to −1 whenever ``ε = ‖g‖/(r‖g+‖)`` is small (:mod:`.analyses.identity`: the
 tight bound cos ≤ −√(1 − ε²)), so every reading carries ``eps`` and, per run,
 ``identity_dominated = eps < EPS_IDENTITY`` — ``<NA>`` in the frame where ε is NaN
 (undefined, an empty group), not False.
 
 **Saturated loss (issue 11)** Each reading also carries ``loss_plus/minus``, the groups'
 mean cross-entropy, and ``saturated`` where either is below ``LOSS_SATURATED``
-(:mod:`.analysis.saturation`): the training set is fit past float32's resolution and the
+(:mod:`.analyses.saturation`): the training set is fit past float32's resolution and the
 gradients are rounding residue, so cos, amplification and ε mean nothing there.
 
 Beside the group-mean gradients, ``example_norm_plus/minus`` are each group's mean
@@ -39,12 +39,12 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from rulelab.studies.shortcut_saturation.analysis.identity import (  # noqa: F401 (re-export)
+from rulelab.studies.shortcut_saturation.analyses.identity import (  # noqa: F401 (re-export)
     EPS_IDENTITY,
     identity_bounds,
     identity_flags,
 )
-from rulelab.studies.shortcut_saturation.analysis.saturation import SATURATED, is_saturated
+from rulelab.studies.shortcut_saturation.analyses.saturation import SATURATED, is_saturated
 from rulelab.train.per_example import cross_entropy
 
 ALL = "all"

@@ -1,5 +1,5 @@
 """How many clean and noisy training examples a study-M run has, from its config (SPEC M.1,
-M.4.7) — the sizes the early lead's sampling noise depends on (:mod:`.analysis.early_lead`).
+M.4.7) — the sizes the early lead's sampling noise depends on (:mod:`.analyses.early_lead`).
 
 The arithmetic is the data builders' own, without building the data:
 

@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from rulelab.analysis.stats import wilson
-from rulelab.studies.coexistence.analysis.dd_dip import binomial_floor, dip_calls
+from rulelab.studies.coexistence.analyses.dd_dip import binomial_floor, dip_calls
 
 # Test pairs of the presets: P² − round(0.8·P²) (SPEC M.1, train fraction 0.8).
 N_TEST = {"quick": 192, "medium": 1882, "paper": 2554}

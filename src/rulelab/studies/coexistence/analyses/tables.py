@@ -20,14 +20,14 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
-from rulelab.studies.coexistence.analysis.fourier import (
+from rulelab.studies.coexistence.analyses.fourier import (
     dominant_frequency,
     evaluate_ff,
     network_accuracy,
     phase_sum_error,
     phase_sum_residual,
 )
-from rulelab.studies.coexistence.analysis.neurons import (
+from rulelab.studies.coexistence.analyses.neurons import (
     ff_subnetwork,
     ipr,
     partition,
@@ -35,8 +35,8 @@ from rulelab.studies.coexistence.analysis.neurons import (
     strength,
     subnetwork,
 )
-from rulelab.studies.coexistence.analysis.order import order_summary, order_table  # noqa: F401 (re-exported)
-from rulelab.studies.coexistence.analysis.swap import activation_swap
+from rulelab.studies.coexistence.analyses.order import order_summary, order_table  # noqa: F401 (re-exported)
+from rulelab.studies.coexistence.analyses.swap import activation_swap
 
 SUBSETS = ("train_clean", "train_noisy", "train_noisy_true", "test")
 # evaluate_ff also has R_mu, kept out for brevity; G_dc is G with each neuron's DC term kept.
@@ -219,7 +219,7 @@ def _varying(runs: pd.DataFrame, cols: Sequence[str]) -> list[str]:
 def dd_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Double descent (SPEC M.4.1): final test accuracy vs width over seeds (mean, std, min, max,
     n), with the mean final clean- and noisy-train accuracy to locate interpolation."""
-    from rulelab.studies.coexistence.analysis.modular_summary import (
+    from rulelab.studies.coexistence.analyses.modular_summary import (
         DEFAULT_DD_BY,
         double_descent_table,
     )

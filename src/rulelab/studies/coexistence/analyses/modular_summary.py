@@ -1,8 +1,8 @@
 """Study M summaries over many runs: learning order and double descent (SPEC M.4.1–M.4.2).
 
 Learning order here is the first-crossing reading (:func:`learning_order`); the early lead the
-paper describes is :mod:`.analysis.early_lead`, and the dip of a double-descent curve is
-:mod:`.analysis.dd_dip`.
+paper describes is :mod:`.analyses.early_lead`, and the dip of a double-descent curve is
+:mod:`.analyses.dd_dip`.
 
 Inputs are the store's frames: a long metrics frame (columns ``run_id, epoch, split, metric,
 value``; Study M splits ``"train_clean"``, ``"train_noisy"`` — accuracy against the corrupted
@@ -40,12 +40,12 @@ def learning_order(
     metric: str = "acc",
 ) -> pd.DataFrame:
     """First epoch each split's accuracy reaches each threshold, per run (SPEC M.4.2) — the *old*
-    learning-order reading, kept beside the early lead of :mod:`.analysis.early_lead`.
+    learning-order reading, kept beside the early lead of :mod:`.analyses.early_lead`.
 
     It cannot see the paper's claim, an early lead at low accuracy (MNIST epoch 1: noisy 10.9%
     vs clean 2.9%, then clean leads): such a run reaches 50% clean-first. And a run whose noisy
     accuracy never reaches a threshold has no crossing, so a count over crossings leaves it out
-    of ``n``; :func:`.analysis.order.order_summary` reports that count separately.
+    of ``n``; :func:`.analyses.order.order_summary` reports that count separately.
 
     Returns one row per ``run_id`` in ``metrics`` with columns ``first_<split>_<pct>`` (the first
     logged epoch with ``value ≥ threshold``, NaN if never; ``pct = round(100·threshold)``) and,

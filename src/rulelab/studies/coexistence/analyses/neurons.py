@@ -1,6 +1,6 @@
 """Neuron scores, partition and pruning curves for Study M (SPEC M.4.5).
 
-Shapes as in :mod:`.analysis.fourier`: ``U, V [E, M, P]``, ``W [E, P, M]``, ``μ [E, P]``
+Shapes as in :mod:`.analyses.fourier`: ``U, V [E, M, P]``, ``W [E, P, M]``, ``μ [E, P]``
 or None; neuron ``m`` owns ``u_m = U[:, m]``, ``v_m = V[:, m]``, ``w_m = W[:, :, m]``.
 
 Conventions
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import torch
 
-from rulelab.studies.coexistence.analysis.fourier import (
+from rulelab.studies.coexistence.analyses.fourier import (
     evaluate_ff,
     network_accuracy,
     neuron_vectors,
@@ -82,7 +82,7 @@ def subnetwork(U, V, W, neuron_mask: torch.Tensor):
 
 
 def ff_subnetwork(U, V, W, mu, x, y, neuron_mask, masks=None, act: str = "relu"):
-    """FF (:func:`.analysis.fourier.evaluate_ff`) on the subnetwork ``neuron_mask``."""
+    """FF (:func:`.analyses.fourier.evaluate_ff`) on the subnetwork ``neuron_mask``."""
     return evaluate_ff(*subnetwork(U, V, W, neuron_mask), mu, x, y, masks, act)
 
 

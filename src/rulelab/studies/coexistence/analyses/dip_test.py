@@ -22,13 +22,13 @@ module tests the search itself:
   t > 12.7 to reach 5%); pooling over the ``W`` widths of the curve gives ``Σ(n_w − 1)``
   degrees of freedom (7 for the quick grid, 18 for the paper's) under the assumption that the
   seed SD is the same at every width — which a flat null satisfies, and which the second
-  condition of :mod:`.analysis.dd_dip` (the depth beyond the test set's binomial noise at the
+  condition of :mod:`.analyses.dd_dip` (the depth beyond the test set's binomial noise at the
   dip) backs up where it is not.
 
 A flat curve (or any curve without a dip whose seed noise is normal and equal across widths)
 gets ``p < α`` with probability ``α``; a dip is called at ``α =`` :data:`ALPHA` ``= 2.5%``, half
 the 5% the issue allows, as margin for seed SDs that differ across widths. The measured rates
-are in :mod:`.analysis.dip_null`.
+are in :mod:`.analyses.dip_null`.
 """
 
 from __future__ import annotations

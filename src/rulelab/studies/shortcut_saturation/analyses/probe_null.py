@@ -29,7 +29,7 @@ BAND = 0.975  # the band's quantile: random heads above it are the false-positiv
 def random_head_scores(cfg, n_members: int = 32, n: int = 256, seed: int = 0) -> np.ndarray:
     """``ov_probe_acc`` of every head of ``n_members`` freshly initialized models of ``cfg``'s
     shape, on ``n`` of ``cfg``'s val sequences → ``[n_members · layers · heads]``."""
-    from rulelab.studies.shortcut_saturation.analysis.circuits import fingerprints
+    from rulelab.studies.shortcut_saturation.analyses.circuits import fingerprints
     from rulelab.studies.shortcut_saturation.dataset import splits
     from rulelab.studies.shortcut_saturation.trainer import build_model
 

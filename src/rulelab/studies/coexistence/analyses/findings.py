@@ -33,10 +33,10 @@ from __future__ import annotations
 import pandas as pd
 
 from rulelab.analysis.stats import format_rate
-from rulelab.studies.coexistence.analysis.dd_dip import dip_reading
-from rulelab.studies.coexistence.analysis.order import lead_verdict
-from rulelab.studies.coexistence.analysis.scale import matches_paper
-from rulelab.studies.coexistence.analysis.verdicts import (  # noqa: F401 (re-exported)
+from rulelab.studies.coexistence.analyses.dd_dip import dip_reading
+from rulelab.studies.coexistence.analyses.order import lead_verdict
+from rulelab.studies.coexistence.analyses.scale import matches_paper
+from rulelab.studies.coexistence.analyses.verdicts import (  # noqa: F401 (re-exported)
     INCONCLUSIVE,
     MIN_RUNS,
     NOT,
@@ -95,7 +95,7 @@ def _order_row(order: pd.DataFrame) -> tuple:
 def findings(runs: pd.DataFrame, order: pd.DataFrame, ff: pd.DataFrame, swap: pd.DataFrame,
              neurons: pd.DataFrame, dd: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per claim (module docstring) at the largest width and highest noise of the lab."""
-    from rulelab.studies.coexistence.analysis.tables import best_pruned, dd_table
+    from rulelab.studies.coexistence.analyses.tables import best_pruned, dd_table
 
     paper = matches_paper(runs)
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rulelab.analysis.calibration import NullCheck
-from rulelab.studies.coexistence.analysis import dip_null, lead_null
-from rulelab.studies.coexistence.analysis.early_lead import DEFAULT_WINDOW
-from rulelab.studies.coexistence.analysis.subsets import modular_sizes
+from rulelab.studies.coexistence.analyses import dip_null, lead_null
+from rulelab.studies.coexistence.analyses.early_lead import DEFAULT_WINDOW
+from rulelab.studies.coexistence.analyses.subsets import modular_sizes
 
 SEED_SD, DEPTH = 0.02, 0.10
 

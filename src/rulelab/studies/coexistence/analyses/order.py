@@ -1,9 +1,9 @@
 """Learning-order tables over stored runs (SPEC M.4.2): the early lead beside the old reading.
 
-Per run (:func:`order_table`): the early-lead reading of :mod:`.analysis.early_lead`
+Per run (:func:`order_table`): the early-lead reading of :mod:`.analyses.early_lead`
 over the first ``window`` steps (its test needs each run's subset sizes,
-:mod:`.analysis.subsets`), and the old 50% / 90% first-crossing reading of
-:func:`.analysis.modular_summary.learning_order`, with the run's config.
+:mod:`.analyses.subsets`), and the old 50% / 90% first-crossing reading of
+:func:`.analyses.modular_summary.learning_order`, with the run's config.
 
 Per configuration (:func:`order_summary`, runs with α > 0): ``n`` counts every run with a lead
 test (none is dropped for staying at low accuracy); ``k_noisy_leads`` of them gained a lead
@@ -29,10 +29,10 @@ import numpy as np
 import pandas as pd
 
 from rulelab.analysis.stats import wilson
-from rulelab.studies.coexistence.analysis.early_lead import DEFAULT_WINDOW, lead_readings
-from rulelab.studies.coexistence.analysis.modular_summary import learning_order
-from rulelab.studies.coexistence.analysis.subsets import subset_sizes
-from rulelab.studies.coexistence.analysis.verdicts import scale_free_verdict
+from rulelab.studies.coexistence.analyses.early_lead import DEFAULT_WINDOW, lead_readings
+from rulelab.studies.coexistence.analyses.modular_summary import learning_order
+from rulelab.studies.coexistence.analyses.subsets import subset_sizes
+from rulelab.studies.coexistence.analyses.verdicts import scale_free_verdict
 
 ORDER_BY = ("width", "hidden", "activation", "optimizer", "lr", "weight_decay", "p")
 RUN_COLUMNS = ("run_id", "task", "noise", "width", "hidden", "activation", "optimizer", "lr",
@@ -81,7 +81,7 @@ def lead_units(noisy: pd.DataFrame, leads: pd.Series) -> tuple[int, int]:
 
 
 def lead_verdict(noisy: pd.DataFrame, leads: pd.Series) -> str:
-    """Scale-free verdict of the early lead (:func:`.analysis.verdicts.scale_free_verdict`)
+    """Scale-free verdict of the early lead (:func:`.analyses.verdicts.scale_free_verdict`)
     over data seeds (:func:`lead_units`), saying so when there are too few to decide."""
     k, n = lead_units(noisy, leads)
     verdict = scale_free_verdict(k, n)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from rulelab.analysis.stats import wilson
-from rulelab.studies.coexistence.analysis.early_lead import lead_readings
+from rulelab.studies.coexistence.analyses.early_lead import lead_readings
 
 
 def frozen_metrics(runs: int, n_clean: int, n_noisy: int, *, chance: float, steps: int = 100,
@@ -37,7 +37,7 @@ def frozen_metrics(runs: int, n_clean: int, n_noisy: int, *, chance: float, step
 def false_positive_rate(n_clean: int, n_noisy: int, *, chance: float, runs: int = 400,
                         window: float = 100, flips: float = 1.0, rng_seed: int = 0) -> dict:
     """Shares of frozen runs read as "noisy leads": ``new`` (the test against the lead at init,
-    :mod:`.analysis.early_lead`) and ``old`` (``lead_area > 0``), each ``{rate, k, n, ci_low,
+    :mod:`.analyses.early_lead`) and ``old`` (``lead_area > 0``), each ``{rate, k, n, ci_low,
     ci_high}``."""
     metrics = frozen_metrics(runs, n_clean, n_noisy, chance=chance, steps=int(window),
                              flips=flips, rng=np.random.default_rng(rng_seed))

@@ -1,7 +1,7 @@
 """The dip of a double-descent curve in width (SPEC M.4.1): located, and called only by a
 test whose false-positive rate on flat curves is ≤ 5% (issue 21, item 1).
 
-Input: a table of test accuracy vs width over seeds — :func:`.analysis.tables.dd_table`
+Input: a table of test accuracy vs width over seeds — :func:`.analyses.tables.dd_table`
 (``*by, width, mean, std, min, max, n`` and, when known, the mean final ``final_noisy_acc`` /
 ``final_clean_acc``, ``n_test`` and ``chance``). Per curve (each value of the ``by`` columns,
 e.g. per α):
@@ -11,7 +11,7 @@ e.g. per α):
   ``interp_acc`` (default 0.99, "≈ 100%").
 - **dip**: the interior width ``i`` (not the first or last of the grid) whose mean test accuracy
   lies deepest below the highest mean before it *and* the highest mean after it, in pooled
-  standard errors (:mod:`.analysis.dip_test`). ``fall`` (highest mean before − its mean) and
+  standard errors (:mod:`.analyses.dip_test`). ``fall`` (highest mean before − its mean) and
   ``rise`` (highest mean after − its mean) are in accuracy.
 - **called** when (1) the max-statistic test over every interior width gives ``p < 0.05``
   against a flat curve — the search over widths is part of the null, so the grid's size does not
@@ -19,12 +19,12 @@ e.g. per α):
   dip (2·SE on ``n_test`` examples; every seed of a preset shares one data seed, so one test
   set, whose sampling noise the seed spread does not contain) and the peak after it stands that
   far above chance. One seed per width has no spread: "too few seeds to call", with the seeds
-  per width a dip that deep would need (:func:`.analysis.dip_test.seeds_needed`). A reading that
+  per width a dip that deep would need (:func:`.analyses.dip_test.seeds_needed`). A reading that
   is not called says how many seeds would call it with 80% power.
 
 The old rule (seed ranges at the dip below those at the highest mean on each side) called a dip
 on 47–56% of flat curves at the quick and medium grids and 9–20% at the paper's; it is kept,
-for before/after comparisons only, as :func:`.analysis.dip_null.seed_range_calls`, which measures
+for before/after comparisons only, as :func:`.analyses.dip_null.seed_range_calls`, which measures
 both rates. A monotone curve has no interior dip; a curve lowest at the smallest width reads "no
 dip in the widths covered" (the descent before it would be outside the grid), with its rise.
 """
@@ -37,7 +37,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from rulelab.studies.coexistence.analysis.dip_test import (
+from rulelab.studies.coexistence.analyses.dip_test import (
     ALPHA,
     dip_statistic,
     p_value,
