@@ -1,7 +1,7 @@
 """How the exponent of steps-to-learn grows with k (Barak et al. 2022: SGD learns k-sparse
 parities in ``n^{O(k)}`` steps; issue 21: a recipe with k ∈ {2, 3, 4} so this is read).
 
-- :func:`fits_by_k` — :func:`.analysis.fit_slope` per k: the exponent ``a_k`` of
+- :func:`fits_by_k` — :func:`.analyses.fit_slope` per k: the exponent ``a_k`` of
   ``steps ≈ c_k · n^{a_k}`` with its 95% t interval, pooled over the learned runs of that k.
 - :func:`k_dependence` — two least-squares fits over every learned run, each k with its own
   intercept ``log c_k``:

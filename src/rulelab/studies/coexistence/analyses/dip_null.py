@@ -7,9 +7,9 @@ A study-M run's final test accuracy at width ``w`` and model seed ``s`` is simul
 — seed noise plus the test set's binomial noise (the test set the presets draw: the pairs
 outside the 80% training split, :data:`N_TEST`). ``level`` is flat for the null and flat but
 ``depth`` lower at one width for the power. Each curve becomes the width table of
-:func:`.analysis.tables.dd_table` (mean, std, min, max, n) and is read by
+:func:`.analyses.tables.dd_table` (mean, std, min, max, n) and is read by
 
-- :func:`new_calls` — the test of :func:`.analysis.dd_dip.dip_calls` (what
+- :func:`new_calls` — the test of :func:`.analyses.dd_dip.dip_calls` (what
   :func:`~.analysis.dd_dip.dip_reading` calls), and
 - :func:`seed_range_calls` — the rule it replaced (a dip called when the seed range at an
   interior width lies below the seed ranges at the highest mean before and after it, both gaps
@@ -70,7 +70,7 @@ def simulate(widths: int, seeds: int, curves: int, *, level: float = 0.5,
 
 
 def new_calls(acc: np.ndarray, n_test: float, chance: float = 0.0) -> np.ndarray:
-    """The dip test (:func:`.analysis.dd_dip.dip_calls`) on per-seed accuracies
+    """The dip test (:func:`.analyses.dd_dip.dip_calls`) on per-seed accuracies
     ``[curves, widths, seeds]``: one bool per curve."""
     seeds = acc.shape[-1]
     std = acc.std(-1, ddof=1) if seeds > 1 else np.full(acc.shape[:-1], math.nan)

@@ -144,7 +144,7 @@ def lead_readings(metrics: pd.DataFrame, *, window: float = DEFAULT_WINDOW,
 
     ``metrics`` is the store's long frame (``run_id, epoch, split, metric, value``); ``window``
     is ``T`` in steps (> 0); ``sizes`` has ``run_id, n_clean, n_noisy``
-    (:func:`.analysis.subsets.subset_sizes`; without it nothing is tested: ``noisy_leads`` is
+    (:func:`.analyses.subsets.subset_sizes`; without it nothing is tested: ``noisy_leads`` is
     None). Columns: ``run_id`` and :data:`LEAD_COLUMNS`.
     """
     if not window > 0 or not math.isfinite(window):

@@ -5,7 +5,7 @@ Every row has ``claim, paper, here, verdict``. ``here`` is the reading: per-run 
 [min, max] over seeds with n, and counts of runs meeting the claim with a 95% Wilson interval.
 ``verdict`` is printed only where it can be earned:
 
-- **At the paper's setting** (:func:`.analysis.scale.matches_paper`, decided from the
+- **At the paper's setting** (:func:`.analyses.scale.matches_paper`, decided from the
   runs' config values): every claim, "reproduced" when all of at least 3 runs meet it, "partly"
   when some do, "not reproduced" when none does, "inconclusive" with fewer than 3 runs.
 - **Scale-free claims, at any scale:** only the learning order (M.4.2). It is a statement about

@@ -1,6 +1,6 @@
 """Cross-split activation patching: aligned twin (clean) → adversarial original (SPEC S.4.4).
 
-The clean run is the aligned twin (:func:`.analysis.twins.aligned_twins`), the corrupted
+The clean run is the aligned twin (:func:`.analyses.twins.aligned_twins`), the corrupted
 run the adversarial original; positions line up because the twin differs in two elements only.
 Each activation is patched from the twin's cache into the original's run, TransformerLens style
 (``generic_activation_patch``), and scored by the logit difference
@@ -24,7 +24,7 @@ read as a large share of it). An absolute floor (the old 1e-6) ignores scale: wi
 Patched copies are stacked along the batch axis (``c`` copies of the original per forward,
 ``c·B ≤ max_batch``), never looped over members: every forward runs all ``E`` members at once.
 Summaries over runs are medians split by the run's outcome (``generalized``), since the
-claims about these grids are conditional on it (:func:`.analysis.tables.
+claims about these grids are conditional on it (:func:`.analyses.tables.
 patching_summary`).
 """
 
