@@ -33,13 +33,13 @@ import torch
 from scipy.optimize import nnls
 
 from rulelab import hardware
+from rulelab.engine.runner import trainer_class
 from rulelab.settings import Settings
 from rulelab.studies.coexistence.config import ModularRunConfig
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.sweep.estimate import Speed, human_bytes, human_seconds, memory_budget, run_cost
 from rulelab.sweep.planner import plan_chunks
 from rulelab.sweep.recipe import load_recipe
-from rulelab.train.runner import trainer_class
 
 DEVICE = os.environ.get("DEVICE", "cuda")
 CUDA = DEVICE.startswith("cuda")

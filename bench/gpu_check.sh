@@ -23,7 +23,7 @@ if [ "$DEVICE" = cpu ]; then  # smoke sizes: the same code paths, seconds each
   export S_N_EVAL=${S_N_EVAL:-256} M_MEMBERS=${M_MEMBERS:-"1 2"} M_P=${M_P:-31}
   export M_WIDTH=${M_WIDTH:-65} PRECISIONS=${PRECISIONS:-"fp32 bf16"} FORCE_BF16=${FORCE_BF16:-1}
 fi
-if ! "$PY" -c "import torch, rulelab.train.base" 2>/dev/null; then
+if ! "$PY" -c "import torch, rulelab.engine.base" 2>/dev/null; then
   echo "error: $PY cannot import torch and rulelab (install the project: pip install -e .)"
   exit 2
 fi

@@ -23,10 +23,10 @@ import os
 
 import torch
 
+from rulelab.engine.runner import trainer_class
 from rulelab.settings import Settings
 from rulelab.studies.coexistence.config import ModularRunConfig
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
-from rulelab.train.runner import trainer_class
 
 DEVICE = os.environ.get("DEVICE", "cuda")
 S_TINY = dict(seq_len=5, vocab=12, n_train=256, n_eval=64, d_model=16, d_mlp=32, heads=2,

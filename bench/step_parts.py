@@ -19,10 +19,10 @@ import time
 import torch
 import torch.nn.functional as F
 
+from rulelab.engine.allocator import keep_heap
 from rulelab.models.components import MLP, Attention, LayerNorm
 from rulelab.models.transformer import EnsembleTransformer
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
-from rulelab.train.allocator import keep_heap
 
 E, B, T, D = 4, 512, 11, 64  # members, micro-batch, positions (CLS + 10), d_model
 

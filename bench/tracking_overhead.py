@@ -18,13 +18,13 @@ import time
 
 import torch
 
+from rulelab.engine.runner import trainer_class
+from rulelab.engine.tracking import track_epochs
 from rulelab.settings import Settings
 from rulelab.store import Lab
 from rulelab.studies import task
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.sweep.driver import run_configs
-from rulelab.train.runner import trainer_class
-from rulelab.train.tracking import track_epochs
 
 TRACKED = ("gradients", "fingerprints")
 

@@ -17,7 +17,7 @@ so at 2 threads. "ex/cpu-s" = seed-examples per CPU-second of this process: at -
 stays near the idle rate under contention (at 2 threads it also counts OpenMP spin-waits). Extra
 rows: one seed per ensemble, micro-batch sizes (--micro), bf16 (``precision="bf16"``, only where
 the CPU has native bf16 matmul, or with --bf16). rulelab keeps glibc's heap
-(rulelab.train.allocator): that is process-wide and irreversible, so a and b first run without
+(rulelab.engine.allocator): that is process-wide and irreversible, so a and b first run without
 it, then both again with it — "(b) rulelab + heap" is rulelab as shipped, "(a) naive" the plain
 loop as a user runs it.
 
@@ -39,10 +39,10 @@ import torch.nn.functional as F
 
 from naive_model import NaiveModel, flops_per_example
 from rulelab import hardware
+from rulelab.engine import allocator
 from rulelab.settings import Settings
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.trainer import MPSPTrainer
-from rulelab.train import allocator
 
 
 def busy_seconds() -> float:

@@ -65,8 +65,8 @@ def assert_member_equals_alone(ens, e: int, alone) -> None:
 def check_on_device(members, micro_batch: int) -> None:
     """Train ``members`` as one ensemble and each alone on ``DEVICE`` (skipped where it is not
     here); every member must equal its solo run (:func:`assert_member_equals_alone`)."""
+    from rulelab.engine.runner import trainer_class
     from rulelab.settings import Settings
-    from rulelab.train.runner import trainer_class
 
     opts = Settings(device=skip_unless_device(), micro_batch=micro_batch)
     cls = trainer_class(members[0].task)

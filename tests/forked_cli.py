@@ -58,7 +58,7 @@ for line in sys.stdin:
 
 # what `rulelab sweep` imports lazily (torch first of all): imported by the server, up front
 SWEEP_MODULES = ("torch", "rulelab.cli.sweep", "rulelab.sweep", "rulelab.sweep.progress",
-                 "rulelab.train.runner")
+                 "rulelab.engine.runner")
 # … and the toy study, registered (the server's environment needs tests/ on PYTHONPATH:
 # labs.toy_env)
 TOY_MODULES = (*SWEEP_MODULES, "toy_study.registered", "toy_study.trainer")

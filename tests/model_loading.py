@@ -12,11 +12,11 @@ import torch
 import rulelab.optim.factory
 from rulelab.analysis.loading import load_ensembles
 from rulelab.api.run_model import run_model
+from rulelab.engine.base import EnsembleTrainerBase
+from rulelab.engine.runner import trainer_class
 from rulelab.settings import Settings
 from rulelab.store import Lab
 from rulelab.sweep.driver import run_configs
-from rulelab.train.base import EnsembleTrainerBase
-from rulelab.train.runner import trainer_class
 
 
 def trained_lab(root: Path, configs, snapshots: int = 0) -> Lab:

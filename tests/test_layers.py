@@ -42,7 +42,7 @@ LAYERS = [
                     "rulelab.studies=")),  # "=": that module only (re-exports the registry)
     ("data, models, optimizers, store", ("rulelab.tasks", "rulelab.models", "rulelab.optim",
                                          "rulelab.store", "rulelab.hardware")),
-    ("train", ("rulelab.train",)),
+    ("engine", ("rulelab.engine",)),
     ("sweep, analysis", ("rulelab.sweep", "rulelab.analysis")),
     ("verify", ("rulelab.verify",)),  # checks a lab and retrains what is damaged (issue 24)
     ("report", ("rulelab.report",)),
@@ -314,7 +314,7 @@ def test_study_words_catch_a_study_name_in_generic_code():
 
 def test_the_contract_catches_what_it_forbids():
     """Oracle: the checks fire on the pre-issue-9 shapes of the tree."""
-    assert layer_of("rulelab.train.runner") < layer_of("rulelab.analysis.stored")
+    assert layer_of("rulelab.engine.runner") < layer_of("rulelab.analysis.stored")
     assert layer_of("rulelab.studies") == 0 and layer_of("rulelab.studies.x.y") == 6
     assert study_of("rulelab.studies.coexistence.trainer") == "rulelab.studies.coexistence"
     assert study_of("rulelab.studies") is None

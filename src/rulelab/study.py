@@ -83,7 +83,7 @@ class Task:
 
     name: str  # the configs' ``task`` value: `rulelab train NAME`, `rulelab data NAME`
     config: type  # a rulelab.config.base.RunConfig subclass
-    trainer: str  # "module:Class", a rulelab.train.base.EnsembleTrainerBase subclass
+    trainer: str  # "module:Class", a rulelab.engine.base.EnsembleTrainerBase subclass
     cost: Callable  # (cfg, micro_batch, eval_chunk) -> rulelab.sweep.estimate.RunCost
     views: str  # "module:object", a rulelab.report.views.RunsView: tables, figures, summaries
     help: str = ""

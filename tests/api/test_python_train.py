@@ -98,10 +98,13 @@ def test_a_named_recipe_with_overrides_trains_and_comes_back_loaded(tmp_path):
     assert lab.metrics["epoch"].max() == 3
 
 
-def test_the_package_stays_callable_after_the_engine_package_is_imported():
-    import rulelab.train.runner  # sets rulelab.train to the package
+def test_rulelab_train_stays_the_function_once_the_engine_is_imported():
+    """The engine package is ``rulelab.engine`` (issue 22): importing it cannot rebind
+    ``rulelab.train``, which is the Python API's function."""
+    import rulelab.engine.runner
 
-    assert callable(rulelab.train) and rulelab.train.runner.__name__ == "rulelab.train.runner"
+    assert rulelab.train.__module__ == "rulelab" and callable(rulelab.train)
+    assert rulelab.engine.runner.__name__ == "rulelab.engine.runner"
     with pytest.raises(UserError, match="task: 'nope'"):
         rulelab.train("nope")
 

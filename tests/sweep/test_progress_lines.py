@@ -16,10 +16,10 @@ from types import SimpleNamespace
 
 from cli_inproc import run_main
 from labs import toy_cli, toy_env
+from rulelab.engine.runner import EpochProgress
 from rulelab.store import LabDir
 from rulelab.sweep.live import ProgressFile, RemoteProgress, progress_path
 from rulelab.sweep.progress import LineSweepProgress, clock_text
-from rulelab.train.runner import EpochProgress
 
 TINY = ["--n-train", "64", "--n-eval", "32", "--eval-every", "2", "--width", "16"]  # toy study
 LINE = re.compile(r"progress (\S+): ([\d.]+)% of the estimated time \((\d+)/(\d+) "

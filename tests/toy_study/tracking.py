@@ -1,6 +1,6 @@
 """The toy study's one analysis that can run during training (``--track weights``): the norm of
 each weight matrix (``module``) per member, as a tidy frame with a ``member`` column
-(:class:`rulelab.train.tracking.Tracker` stores it per run)."""
+(:class:`rulelab.engine.tracking.Tracker` stores it per run)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The toy task on the generic loop (:mod:`rulelab.train.base`): data, model, metrics, summary.
+"""The toy task on the generic loop (:mod:`rulelab.engine.base`): data, model, metrics, summary.
 
 Member ``e`` draws its direction ``w* [d]`` and its examples from a generator seeded with its
 ``data_seed``, labels ``y = [x·w* > 0]``, and flips the first ``round(noise · n_train)`` training
@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from rulelab.train.base import EnsembleTrainerBase
-from rulelab.train.per_example import cross_entropy
+from rulelab.engine.base import EnsembleTrainerBase
+from rulelab.engine.per_example import cross_entropy
 
 LEARNED = 0.9
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
+from rulelab.engine.groups import plan_ensembles
 from rulelab.store import Lab, StoreError
 from rulelab.store.version import ENGINE_VERSION
 from rulelab.study_registry import config_from_flat
 from rulelab.study_registry import task as declared_task
-from rulelab.train.groups import plan_ensembles
 
 
 @dataclass

@@ -18,7 +18,7 @@
 ``.iloc`` work as before, the index is the run id. Reading never writes the lab; only
 ``analyze(..., save=True)`` stores a table. A lab is read as it is at ``load``: a run a sweep
 is training (``status == "running"``) has its metrics up to the last epoch its chunk flushed
-(every few seconds, :mod:`rulelab.train.live_metrics`); load again for newer rows.
+(every few seconds, :mod:`rulelab.engine.live_metrics`); load again for newer rows.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ lab holds of it: status and versions (code, engine, device, when), its config, i
 sparkline per metric and split (``--out fig.png``: a small figure of them; both drawn by
 :mod:`rulelab.report.run_curves`), its final checkpoint and weight snapshots, and the
 analysis tables that hold rows of it. A running run shows its curves up to the last epoch its
-chunk flushed (:mod:`rulelab.train.live_metrics`)."""
+chunk flushed (:mod:`rulelab.engine.live_metrics`)."""
 
 from __future__ import annotations
 

@@ -88,8 +88,8 @@ def run_chunk_plain(spec: ChunkSpec) -> list[dict]:
 
 
 def _train(configs: list, files: LabDir, spec: ChunkSpec, progress) -> list[RunOutcome]:
-    from rulelab.train.groups import group_runs
-    from rulelab.train.runner import train_chunk  # torch: only where chunks train
+    from rulelab.engine.groups import group_runs
+    from rulelab.engine.runner import train_chunk  # torch: only where chunks train
 
     states = {c.run_id: files.load_checkpoint(c.run_id) for c in configs}
     start = {rid: s["epoch"] for rid, s in states.items() if s is not None}

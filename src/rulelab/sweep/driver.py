@@ -149,9 +149,9 @@ def run_sweep(recipe: Recipe, lab: Lab, settings: Settings, executor=None, progr
 
 
 def _engine_switches(lab: Lab, configs, unusable: dict, allow: bool) -> dict[str, str]:
-    """:func:`rulelab.train.runner.engine_switches` of the unfinished runs (a refusal raises
+    """:func:`rulelab.engine.runner.engine_switches` of the unfinished runs (a refusal raises
     before anything is written)."""
-    from rulelab.train.runner import engine_switches  # torch: only where runs train
+    from rulelab.engine.runner import engine_switches  # torch: only where runs train
 
     statuses = lab.statuses([c.run_id for c in configs])
     return engine_switches(lab, [c.run_id for c in configs if c.run_id not in unusable

@@ -1,7 +1,7 @@
 """Live progress of running chunks, read by the driver (for Ray workers) and by ``rulelab status``.
 
 An in-process chunk reports every evaluation to the sweep's progress through its epoch
-callbacks (:class:`rulelab.train.runner.EpochProgress`). A chunk on a Ray worker cannot call
+callbacks (:class:`rulelab.engine.runner.EpochProgress`). A chunk on a Ray worker cannot call
 back into the driver, so without this a Ray sweep's progress stood still until a chunk ended —
 an hour, for a medium chunk. Here the worker's callbacks go to a small JSON file in the lab,
 ``progress/chunk-<index>.json`` (replaced atomically, at most every ``every`` seconds, and at
@@ -29,7 +29,7 @@ from rulelab.store.atomic import atomic_write
 from rulelab.store.lab_dir import LabDir
 
 if TYPE_CHECKING:  # the runner imports torch; `rulelab status` reads these files without it
-    from rulelab.train.runner import EpochProgress
+    from rulelab.engine.runner import EpochProgress
 
 PROGRESS_DIR = "progress"
 WRITE_SECONDS = 5.0  # a worker rewrites its chunk's file at most this often
@@ -48,7 +48,7 @@ def remove_progress(lab: LabDir, index: int) -> None:
 
 
 class ProgressFile:
-    """A chunk's epoch callbacks (those of :class:`~rulelab.train.runner.EpochProgress`),
+    """A chunk's epoch callbacks (those of :class:`~rulelab.engine.runner.EpochProgress`),
     written to ``path`` for the driver and ``rulelab status`` to read."""
 
     def __init__(self, path: Path, *, every: float = WRITE_SECONDS,

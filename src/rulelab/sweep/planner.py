@@ -16,8 +16,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rulelab.engine.groups import group_runs
 from rulelab.sweep.estimate import RunCost, Speed, human_bytes, human_seconds, run_cost
-from rulelab.train.groups import group_runs
 
 
 @dataclass

@@ -32,8 +32,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from rulelab.engine.runner import EpochProgress as EpochCallbacks
 from rulelab.sweep.estimate import speed
-from rulelab.train.runner import EpochProgress as EpochCallbacks
 
 CPU = speed("cpu")  # weights chunks against each other: relative times are what matter
 LINE_SECONDS = 30.0  # a plain progress line this often, when output is not a terminal

@@ -101,7 +101,7 @@ def _repair_finished(found: Scan, state: RunState, retrain: list[str]) -> list[s
         path = _metrics(lab, rid)
         if path.exists():
             lines.append(f"moved: {path} to {move_aside(lab.root, path)}")
-        from rulelab.train.runner import metrics_frame
+        from rulelab.engine.runner import metrics_frame
 
         lab.write_metrics(rid, metrics_frame(rid, lab.load_checkpoint(rid)["rows"]))
         lines.append(f"rewritten: run {rid}: metrics, from its final checkpoint's rows — "

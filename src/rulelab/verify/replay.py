@@ -10,8 +10,8 @@ import math
 
 import pandas as pd
 
+from rulelab.engine.runner import trainer_class
 from rulelab.study_registry import config_from_flat
-from rulelab.train.runner import trainer_class
 
 
 def new_summary(config):

@@ -1,4 +1,4 @@
-"""glibc heap tuning (rulelab.train.allocator, issue 13): large activations come from the kept
+"""glibc heap tuning (rulelab.engine.allocator, issue 13): large activations come from the kept
 heap, not from fresh mmap'd pages, applied once by the engine. Before issue 13 every
 micro-batch's large activations were mmap'd afresh and page-faulted in (135,000–227,000 minor
 page faults per epoch of 4 paper-config members, 0 after).
@@ -15,11 +15,11 @@ import sys
 
 import pytest
 
-from rulelab.train import allocator
+from rulelab.engine import allocator
 
 PROBE = """
 import ctypes, json, sys, torch
-from rulelab.train import allocator
+from rulelab.engine import allocator
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in
@@ -60,7 +60,7 @@ def test_large_allocations_come_from_the_kept_heap():
 
 
 def test_the_engine_applies_it(monkeypatch, toy):
-    from rulelab.train.runner import trainer_class
+    from rulelab.engine.runner import trainer_class
     from toy_study import ToyRunConfig
 
     monkeypatch.setattr(allocator, "_applied", None)  # as in a fresh process

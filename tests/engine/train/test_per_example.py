@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from rulelab.train.per_example import cross_entropy, masked_mean, scores
+from rulelab.engine.per_example import cross_entropy, masked_mean, scores
 
 
 class Batched(torch.nn.Module):

@@ -10,8 +10,8 @@ tests/studies/coexistence/test_modular_precision.py.
 import pytest
 import torch
 
+from rulelab.engine.runner import trainer_class
 from rulelab.settings import Settings
-from rulelab.train.runner import trainer_class
 from toy_study import ToyRunConfig
 
 TINY = dict(n_train=256, n_eval=64, width=32, eval_every=5, epochs=10)

@@ -4,10 +4,10 @@ for analyses."""
 import torch
 
 from rulelab.analysis.loading import load_ensembles, stored_configs
+from rulelab.engine.runner import log_spaced_epochs
 from rulelab.settings import Settings
 from rulelab.store import Lab
 from rulelab.sweep.driver import run_configs
-from rulelab.train.runner import log_spaced_epochs
 from toy_study import ToyRunConfig
 from toy_study.trainer import evaluate
 

@@ -3,7 +3,7 @@
 Before, a run's metrics file was written only at checkpoints (every 500 epochs or 5 min by
 default) and at the chunk's end, so ``rulelab.load`` showed nothing of a short running chunk.
 Now the chunk flushes every member's rows after an evaluation (at most every few seconds,
-:mod:`rulelab.train.live_metrics`). Checked three ways: in this process, reading the lab from
+:mod:`rulelab.engine.live_metrics`). Checked three ways: in this process, reading the lab from
 inside the chunk's own progress callback (each evaluation visible at once when the throttle is
 off; nothing visible with the flush off: the control); with a real ``rulelab train`` process
 killed mid-chunk (its metrics up to the last flush stay readable, ``show`` says it is
@@ -36,9 +36,9 @@ from labs import (
     toy_env,
     write,
 )
+from rulelab.engine import live_metrics
+from rulelab.engine.runner import EpochProgress
 from rulelab.sweep.progress import SweepProgress
-from rulelab.train import live_metrics
-from rulelab.train.runner import EpochProgress
 
 EPOCHS = 40
 RECIPE = f"""experiment: live
@@ -105,7 +105,7 @@ def test_without_the_flush_a_running_chunk_shows_nothing(tmp_path, monkeypatch):
 TRAIN = ["train", "toy", "--width", "16", "--n-train", "96", "--n-eval", "32",
          "--eval-every", "5", "--epochs", "1000", "--checkpoint-every", "50", "--seeds", "1",
          "--quiet"]
-FLUSHING = ("import sys, toy_study.registered; from rulelab.train import live_metrics as m; "
+FLUSHING = ("import sys, toy_study.registered; from rulelab.engine import live_metrics as m; "
             "m.FLUSH_SECONDS = 0.0; "
             "m.BUDGET = 0.0; from rulelab.cli import main; sys.argv = ['rulelab', *sys.argv[1:]];"
             " main()")

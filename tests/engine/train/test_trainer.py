@@ -1,4 +1,4 @@
-"""The ensemble trainer (:mod:`rulelab.train.base`) on the toy study: a member equals the same
+"""The ensemble trainer (:mod:`rulelab.engine.base`) on the toy study: a member equals the same
 run trained alone, full batch and minibatch, whatever its neighbours' member fields; a run is
 deterministic; a diverging member fails alone; members must share shapes. Study S's trainer
 has the same checks in tests/studies/shortcut_saturation/test_mpsp_trainer.py."""

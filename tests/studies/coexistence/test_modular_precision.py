@@ -4,9 +4,9 @@ tests/engine/train/test_precision.py)."""
 
 import torch
 
+from rulelab.engine.runner import trainer_class
 from rulelab.settings import Settings
 from rulelab.studies.coexistence.config import ModularRunConfig
-from rulelab.train.runner import trainer_class
 
 
 def _fit(configs, precision: str):

@@ -7,9 +7,9 @@ study: tests/engine/train/test_device_equivalence.py."""
 import torch
 
 from equivalence import assert_member_equals_alone, check_on_device, skip_unless_device
+from rulelab.engine.runner import trainer_class
 from rulelab.settings import Settings
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
-from rulelab.train.runner import trainer_class
 
 S_TINY = dict(seq_len=5, vocab=12, n_train=256, n_eval=64, d_model=16, d_mlp=32, heads=2,
               layers=2, eval_every=10, epochs=30, lr=3e-3)

@@ -13,8 +13,8 @@ from rulelab.study import resolve
 
 
 def test_the_study_declaration_resolves(tmp_path):
+    from rulelab.engine.base import EnsembleTrainerBase
     from rulelab.report.views import RunsView
-    from rulelab.train.base import EnsembleTrainerBase
 
     assert STUDY.name == "sparse-parity" and STUDY.tasks == (SPARSE_PARITY,)
     assert STUDY.scales() == ["quick", "scaling-k"]

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from rulelab.engine.base import EnsembleTrainerBase
 from rulelab.studies.coexistence.digits_task import N_CLASSES, digits_from_config
 from rulelab.studies.coexistence.feedforward import EnsembleFeedForward
 from rulelab.studies.coexistence.trainer import ModularSummary, split_metrics
-from rulelab.train.base import EnsembleTrainerBase
 
 # A digits run "generalizes" when its final test accuracy is at least this (a 3-layer MLP on
 # clean 8×8 digits reaches ≈ 97%); only used for the runs table.

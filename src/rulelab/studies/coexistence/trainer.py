@@ -25,11 +25,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from rulelab.engine.base import EnsembleTrainerBase
+from rulelab.engine.per_example import cross_entropy, masked_mean, scores
 from rulelab.studies.coexistence.config import is_eval_step
 from rulelab.studies.coexistence.mlp import EnsembleMLP
 from rulelab.studies.coexistence.modular_task import modular_from_config
-from rulelab.train.base import EnsembleTrainerBase
-from rulelab.train.per_example import cross_entropy, masked_mean, scores
 
 # A run generalizes when its test accuracy at the final evaluation is at least this.
 GENERALIZED_ACC = 0.99

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from rulelab.engine.per_example import masked_mean, scores
 from rulelab.studies.shortcut_saturation.data import EnsembleData
-from rulelab.train.per_example import masked_mean, scores
 
 
 @torch.no_grad()

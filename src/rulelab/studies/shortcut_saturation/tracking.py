@@ -1,6 +1,6 @@
 """Study S's analyses that can run during training (``--track``, SPEC S.4): each takes the
 live trainer and returns a tidy frame with a ``member`` column
-(:class:`rulelab.train.tracking.Tracker` stores it per run).
+(:class:`rulelab.engine.tracking.Tracker` stores it per run).
 
 The ``gradients`` rows carry, beside cos(g+, g−) and ‖g−‖/‖g+‖, ``eps`` = ‖g‖/(r‖g+‖) and
 ``identity_dominated`` (issues 8, 21: where ε is small the identity g = r·g+ + (1−r)·g− alone

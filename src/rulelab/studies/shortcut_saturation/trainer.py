@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from rulelab.engine.base import EnsembleTrainerBase
 from rulelab.models.transformer import EnsembleTransformer, TransformerShape
 from rulelab.studies.shortcut_saturation.data import EnsembleData, stack_mpsp
 from rulelab.studies.shortcut_saturation.evaluate import evaluate
 from rulelab.studies.shortcut_saturation.summary import MemberSummary, is_legacy
-from rulelab.train.base import EnsembleTrainerBase
 
 __all__ = ["MPSPTrainer", "build_data", "build_model", "tl_export"]
 

@@ -1,6 +1,6 @@
 """Sparse-parity analyses that can run during training (``--track``): each takes the live
 trainer and returns a tidy frame with a ``member`` column
-(:class:`rulelab.train.tracking.Tracker` stores it per run).
+(:class:`rulelab.engine.tracking.Tracker` stores it per run).
 
 ``coordinates``: the first layer's squared weight mass per input coordinate (``mass``), its
 share of the total (``share``) and whether the coordinate is in the support — the per-coordinate

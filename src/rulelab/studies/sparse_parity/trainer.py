@@ -1,9 +1,9 @@
-"""The sparse-parity ensemble trainer on the generic loop (:mod:`rulelab.train.base`).
+"""The sparse-parity ensemble trainer on the generic loop (:mod:`rulelab.engine.base`).
 
 An epoch is one pass over the training set (see :mod:`.config`): ``samples = fresh`` has none,
 and an epoch is one step on ``batch_size`` new examples from each member's own generator (the
 paper's online SGD); ``samples = fixed`` passes over the member's N examples in shuffled
-minibatches (the base's :meth:`~rulelab.train.base.EnsembleTrainerBase.batches`). Both use the
+minibatches (the base's :meth:`~rulelab.engine.base.EnsembleTrainerBase.batches`). Both use the
 base's per-member generators (seeded from the member's ``seed``, checkpointed with it), so a
 member's batches — and therefore its whole run — do not depend on the ensemble it sits in
 (SPEC "Cross-cutting").
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import torch
 
+from rulelab.engine.base import EnsembleTrainerBase
 from rulelab.studies.sparse_parity.data import ParityEnsembleData, build_data, fresh_batch
 from rulelab.studies.sparse_parity.hidden_null import NullBand, null_subsets
 from rulelab.studies.sparse_parity.metrics import (
@@ -37,7 +38,6 @@ from rulelab.studies.sparse_parity.metrics import (
 from rulelab.studies.sparse_parity.model import build_model
 from rulelab.studies.sparse_parity.summary import SparseParitySummary
 from rulelab.studies.sparse_parity.task import other_subsets
-from rulelab.train.base import EnsembleTrainerBase
 
 
 class SparseParityTrainer(EnsembleTrainerBase):

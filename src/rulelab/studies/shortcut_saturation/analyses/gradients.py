@@ -39,13 +39,13 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
+from rulelab.engine.per_example import cross_entropy
 from rulelab.studies.shortcut_saturation.analyses.identity import (  # noqa: F401 (re-export)
     EPS_IDENTITY,
     identity_bounds,
     identity_flags,
 )
 from rulelab.studies.shortcut_saturation.analyses.saturation import SATURATED, is_saturated
-from rulelab.train.per_example import cross_entropy
 
 ALL = "all"
 MAX_EXAMPLES = 256  # per group and member, for the per-example gradient norms

@@ -15,7 +15,7 @@ optimizer is the config's, built here for every study. Execution settings:
 :class:`rulelab.settings.Settings`.
 
 Speed without moving a number (DESIGN §6, issue 13): the first trainer keeps glibc's heap
-(:mod:`rulelab.train.allocator`), so activations are not page-faulted in afresh every
+(:mod:`rulelab.engine.allocator`), so activations are not page-faulted in afresh every
 micro-batch. ``precision = "bf16"`` (off by default; it does move numbers) runs each
 micro-batch's forward, and so its backward, under bf16 autocast for every task; weights,
 gradients, the optimizer and evaluation stay fp32.
@@ -30,10 +30,10 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from rulelab.engine.allocator import keep_heap
+from rulelab.engine.per_example import cross_entropy
 from rulelab.settings import Settings
 from rulelab.store.version import ENGINE_VERSION, engine_of
-from rulelab.train.allocator import keep_heap
-from rulelab.train.per_example import cross_entropy
 
 MetricRow = tuple[int, str, str, float]  # (epoch, split, metric, value)
 

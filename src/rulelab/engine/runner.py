@@ -4,7 +4,7 @@
 it loads each run's checkpoint, trains to the last epoch, and writes checkpoints, metrics,
 weight snapshots and tracked analyses through ``files`` — never the registry, which only the
 driver writes (:mod:`rulelab.sweep.driver`). Checkpoints are per run (a member's slice of the
-ensemble), so resumed runs regroup freely (:mod:`rulelab.train.groups`): runs resuming from
+ensemble), so resumed runs regroup freely (:mod:`rulelab.engine.groups`): runs resuming from
 the same epoch with the same shapes form one ensemble again. Because a member's numbers do not
 depend on the ensemble it sits in, a killed-and-resumed run ends with exactly the metrics of an
 uninterrupted one (DESIGN §1, §3) — within one engine version: a checkpoint another engine
@@ -21,14 +21,14 @@ import numpy as np
 import pandas as pd
 import torch
 
+from rulelab.engine.base import EnsembleTrainerBase
+from rulelab.engine.groups import group_runs, plan_ensembles
+from rulelab.engine.live_metrics import MetricFlush
+from rulelab.engine.tracking import Tracker, track_epochs
 from rulelab.settings import Settings
 from rulelab.store import LabDir, StoreError, checkpoints
 from rulelab.store.version import ENGINE_VERSION, engine_of, engine_refusal
 from rulelab.study_registry import task
-from rulelab.train.base import EnsembleTrainerBase
-from rulelab.train.groups import group_runs, plan_ensembles
-from rulelab.train.live_metrics import MetricFlush
-from rulelab.train.tracking import Tracker, track_epochs
 
 
 def log_spaced_epochs(total: int, n: int) -> set[int]:
