@@ -137,10 +137,14 @@ def train_chunk(chunk, states, files: LabDir, settings: Settings,
                 files.save_snapshot(c.run_id, trainer.epoch, params)
 
     def checkpoint() -> None:
+        # The checkpoints are the commit point, so they are written last: a kill before them
+        # resumes from the previous ones and recomputes what was written since; written first,
+        # a kill between them and the tracked tables lost the points tracked in between.
         for e, c in enumerate(chunk):
-            files.save_checkpoint(c.run_id, trainer.member_state(e))
             files.write_metrics(c.run_id, metrics_frame(c.run_id, trainer.rows[e]))
         tracker.flush(files, ids)
+        for e, c in enumerate(chunk):
+            files.save_checkpoint(c.run_id, trainer.member_state(e))
         flush.written()
 
     flush = MetricFlush()  # metrics between checkpoints too: readable while training
