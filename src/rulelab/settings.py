@@ -46,6 +46,12 @@ class Settings(StrictTypes):
     memory_gib: float | None = Field(None, gt=0.0, description="memory budget per chunk")
     threads: int | None = Field(None, ge=1, le=4096, description="torch threads per chunk")
     quiet: bool = Field(False, description="no progress output")
+    # "eager" (engine 1), or "compiled" (engine 3, opt-in, issue 25): each micro-batch's forward
+    # and backward compiled whole by torch.compile (rulelab.train.compiled). Changes the numbers
+    # (rounding), so the engine version is recorded on the run; falls back to eager, with a
+    # one-line notice, where no compiler is found.
+    engine: Literal["eager", "compiled"] = Field(
+        "eager", description="eager, or compiled: the training step fused by torch.compile")
     # Resume a run whose checkpoint another engine version wrote (store.version); recorded.
     allow_engine_change: bool = Field(False, description="resume under another engine version")
 
