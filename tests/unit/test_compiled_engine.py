@@ -2,6 +2,7 @@
 version recorded and checked, the fallback where nothing compiles, and — the one test that
 compiles — a member trained in an ensemble equal to its solo run to the last bit."""
 
+import os
 import warnings
 
 import pytest
@@ -62,8 +63,26 @@ def test_an_unknown_device_has_no_compiler():
     assert compiled.compile_unavailable("mps") == "inductor does not compile for mps"
 
 
-@pytest.mark.slow  # compiles a 2-layer model for 3 members and 1: 40–60 s here with inductor's
-# cache warm, 3–5 min cold (g++ builds ~50 kernels), the other core busy
+def test_a_lone_member_paired_with_its_copy_gets_its_own_gradient_only():
+    trainer = MPSPTrainer([MPSPRunConfig(**TINY)], Settings())
+    x, y = trainer.data.train_x[:, :32], trainer.data.train_y[:, :32]
+    params = list(trainer.model.parameters())
+    alone = trainer.loss(x, y, 32.0)
+    pair = compiled.paired(trainer.model, trainer.loss)(x, y, 32.0)  # eager: no compile
+    assert pair.shape == alone.shape == (1,)
+    torch.testing.assert_close(pair, alone, rtol=0, atol=0)
+    for a, b in zip(torch.autograd.grad(pair.sum(), params),
+                    torch.autograd.grad(alone.sum(), params), strict=True):
+        assert a.shape == b.shape and a.shape[0] == 1
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+
+
+# The one test that compiles (two graphs: 3 members, and one paired): 30–45 s here with
+# inductor's on-disk cache warm, 4.5 min cold (g++ builds ~100 kernels; 273 s measured with the
+# other core busy). Opt-in so the suite stays fast: RULELAB_COMPILE_TESTS=1.
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("RULELAB_COMPILE_TESTS") != "1",
+                    reason="compiles with inductor (minutes cold): set RULELAB_COMPILE_TESTS=1")
 @pytest.mark.skipif(compiled.compile_unavailable("cpu") is not None, reason="no C++ compiler")
 def test_compiled_member_equals_alone_to_the_last_bit():
     # Two threads, so a reduction split across threads would show (the kernels must not be);
