@@ -1,17 +1,20 @@
-"""Engine 1 vs engine 2 vs a naive per-seed loop, one training step, paired in one process
-(issue 25).
+"""Engine 1 vs engine 2 vs engine 3 (compiled) vs a naive per-seed loop, one training step,
+paired in one process (issue 25).
 
 Sizes: ``ladder`` (study S 2L, d_model 24 / d_mlp 48, 2 heads, n = 10, V = 64, full batch
 2,048, the scale ladder's first rung) or ``paper`` (d_model 64 / d_mlp 128, full batch 16,384).
 Each repetition times, back to back: (a) the naive loop (bench/naive_model.py + AdamW, one seed
 after another, full batch at once); (b) rulelab's trainer, engine 1 (q, k, v copied to
 ``[E·B, H, T, d_head]``, tiny batched matmuls; the TransformerLens-layout path every hooked
-forward takes); (c) the same with engine 2 (:mod:`rulelab.models.attention_core`). Machines
-shared with other work are timed by CPU time of this process (``time.process_time``) as well
-as wall time; ratios are medians of the per-repetition ratios. Then one step of (b) and (c)
-under the profiler: the share of matmul kernels in the step's self CPU time.
+forward takes); (c) the same with engine 2 (:mod:`rulelab.models.attention_core`); (d) the
+compiled engine, ``Settings(engine="compiled")`` (:mod:`rulelab.engine.compiled`), whose first
+step compiles (its time is printed first). Machines shared with other work are timed by CPU
+time of this process (``time.process_time``) as well as wall time; ratios are medians of the
+per-repetition ratios. Then one step of each engine under the profiler: the share of matmul
+kernels in the step's self CPU time (the compiled graph's own kernels count as the rest).
 
     OMP_NUM_THREADS=1 python bench/engine_compare.py ladder --seeds 8 --reps 5
+    OMP_NUM_THREADS=1 python bench/engine_compare.py paper --seeds 4 --engines 1,3
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ MATMULS = ("aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm")
 
 
 def trainer(cfgs, engine: int) -> MPSPTrainer:
-    """rulelab's trainer computing engine ``engine``'s numerics."""
+    """rulelab's trainer computing engine ``engine``'s numerics (3: compiled)."""
+    if engine == 3:
+        return MPSPTrainer(cfgs, Settings(engine="compiled"))
     tr = MPSPTrainer(cfgs, Settings())
     tr.model.engine = engine
     return tr
@@ -79,17 +84,20 @@ def main() -> None:
     ap.add_argument("size", choices=sorted(SIZES))
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--engines", default="1,2,3", help="engine versions to time besides naive")
     ap.add_argument("--n-train", type=int, default=None, help="override the full batch (the "
                     "trainer's micro-batches stay 512 examples, so a step's profile is kept)")
     args = ap.parse_args()
     size = {**SIZES[args.size], **({"n_train": args.n_train} if args.n_train else {})}
     cfgs = [MPSPRunConfig(layers=2, heads=2, seq_len=10, vocab=64, n_eval=512, ratio=0.9,
                           seed=s, **size) for s in range(args.seeds)]
-    runs = {"naive": None, "engine 1": trainer(cfgs, 1), "engine 2": trainer(cfgs, 2)}
-    runs["naive"] = naive_step(cfgs, runs["engine 2"])
+    engines = [f"engine {v}" for v in args.engines.split(",")]
+    runs = {"naive": None, **{k: trainer(cfgs, int(k.split()[1])) for k in engines}}
+    runs["naive"] = naive_step(cfgs, runs[engines[0]])
     steps = {k: (v if k == "naive" else v.train_epoch) for k, v in runs.items()}
-    for f in steps.values():
-        f()  # warm-up
+    first = {k: timed(f)[0] for k, f in steps.items()}  # warm-up; the compiled one compiles
+    if "engine 3" in first:
+        print(f"engine 3: first step (compiling) {first['engine 3']:.1f} s wall", flush=True)
     wall: dict[str, list[float]] = {k: [] for k in steps}
     cpu: dict[str, list[float]] = {k: [] for k in steps}
     for _ in range(args.reps):
@@ -107,9 +115,9 @@ def main() -> None:
 
     def ratio(a: str, b: str, t: dict) -> float:
         return statistics.median(x / y for x, y in zip(t[a], t[b], strict=True))
-    for a, b in (("naive", "engine 1"), ("naive", "engine 2"), ("engine 1", "engine 2")):
+    for a, b in [("naive", k) for k in engines] + [(engines[0], k) for k in engines[1:]]:
         print(f"{a} / {b}: CPU {ratio(a, b, cpu):.2f}×, wall {ratio(a, b, wall):.2f}×")
-    for k in ("engine 1", "engine 2"):
+    for k in engines:
         share, ms = matmul_share(runs[k])
         print(f"{k}: matmul kernels {100 * share:.0f}% of a profiled step ({ms:.0f} ms), "
               f"the rest {100 * (1 - share):.0f}%")

@@ -35,7 +35,7 @@ class Settings(StrictTypes):
     # and threads, which `sweep --cpus-per-chunk` sets on Ray).
     FLAGS: ClassVar[tuple[str, ...]] = (
         "device", "precision", "max_members", "checkpoint_every", "micro_batch", "memory_gib",
-        "track", "track_every", "snapshots", "quiet", "allow_engine_change")
+        "track", "track_every", "snapshots", "quiet", "engine", "allow_engine_change")
 
     device: str = Field("cpu", description="cpu, cuda, cuda:N or mps: one torch can use on "
                         "this machine")
@@ -62,6 +62,12 @@ class Settings(StrictTypes):
                                      json_schema_extra={"unset": "from free RAM / GPU memory"})
     threads: int | None = Field(None, ge=1, le=4096, description="torch threads per chunk")
     quiet: bool = Field(False, description=QUIET_HELP)
+    # "eager" (engine 1), or "compiled" (engine 3, opt-in, issue 25): each micro-batch's forward
+    # and backward compiled whole by torch.compile (rulelab.engine.compiled). Changes the numbers
+    # (rounding), so the engine version is recorded on the run; falls back to eager, with a
+    # one-line notice, where no compiler is found.
+    engine: Literal["eager", "compiled"] = Field(
+        "eager", description="eager, or compiled: the training step fused by torch.compile")
     # Resume a run whose checkpoint another engine version wrote (store.version); recorded.
     allow_engine_change: bool = Field(False, description=ENGINE_HELP)
 

@@ -8,6 +8,6 @@ import pandas as pd
 
 
 def weights(trainer) -> pd.DataFrame:
-    rows = [(e, name, float(p[e].norm())) for name, p in trainer.model.named_parameters()
+    rows = [(e, name, float(p[e].detach().norm())) for name, p in trainer.model.named_parameters()
             for e in range(trainer.n_members)]
     return pd.DataFrame(rows, columns=["member", "module", "norm"])

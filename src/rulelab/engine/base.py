@@ -18,7 +18,10 @@ Speed without moving a number (DESIGN §6, issue 13): the first trainer keeps gl
 (:mod:`rulelab.engine.allocator`), so activations are not page-faulted in afresh every
 micro-batch. ``precision = "bf16"`` (off by default; it does move numbers) runs each
 micro-batch's forward, and so its backward, under bf16 autocast for every task; weights,
-gradients, the optimizer and evaluation stay fp32.
+gradients, the optimizer and evaluation stay fp32. ``engine = "compiled"`` (off by default; it
+moves numbers too, recorded as engine version 3) compiles each micro-batch's ``loss`` — the
+forward, the loss and through them the backward — with ``torch.compile``
+(:mod:`rulelab.engine.compiled`).
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ import numpy as np
 import torch
 
 from rulelab.engine.allocator import keep_heap
+from rulelab.engine.compiled import compile_step, engine_in_use
 from rulelab.engine.per_example import cross_entropy
 from rulelab.settings import Settings
-from rulelab.store.version import ENGINE_VERSION, engine_of
+from rulelab.store.version import COMPILED_ENGINE, engine_of
 
 MetricRow = tuple[int, str, str, float]  # (epoch, split, metric, value)
 
@@ -56,8 +60,12 @@ class EnsembleTrainerBase(ABC):
         self.device = torch.device(self.options.device)
         self.data = self.build_data()
         self.model = self.build_model().to(self.device)
+        self.engine_version = engine_in_use(self.options)  # what trains: recorded per member
         if hasattr(self.model, "engine"):  # the numerics this engine version computes
-            self.model.engine = ENGINE_VERSION
+            self.model.engine = self.engine_version
+        # The micro-batch step: the task's loss, compiled whole under the compiled engine.
+        self.step_loss = (compile_step(self.model, self.loss, self.n_members)
+                          if self.engine_version == COMPILED_ENGINE else self.loss)
         self.opt = self.build_optimizer()
         # Minibatch order: one generator per member, independent of the ensemble it sits in.
         self.generators = [torch.Generator().manual_seed(stream_seed(c.seed, 7))
@@ -65,7 +73,8 @@ class EnsembleTrainerBase(ABC):
         self.summaries = [self.new_summary(c) for c in self.configs]
         self.rows: list[list[MetricRow]] = [[] for _ in self.configs]
         # [(first epoch, engine version)] each member trained under (store.version, issue 25)
-        self.engines: list[list[tuple[int, int]]] = [[(0, ENGINE_VERSION)] for _ in self.configs]
+        self.engines: list[list[tuple[int, int]]] = [[(0, self.engine_version)]
+                                                     for _ in self.configs]
         self.epoch = 0
         self.micro_batch = self.options.micro_batch
 
@@ -122,8 +131,8 @@ class EnsembleTrainerBase(ABC):
         total = torch.zeros(self.n_members, dtype=torch.float64, device=self.device)
         for s in range(0, B, self.micro_batch):
             with self.autocast():
-                loss = self.loss(x[:, s : s + self.micro_batch], y[:, s : s + self.micro_batch],
-                                 B).float()
+                loss = self.step_loss(x[:, s : s + self.micro_batch],
+                                      y[:, s : s + self.micro_batch], B).float()
             loss.sum().backward()
             total += loss.detach().double()
         return total
@@ -200,7 +209,7 @@ class EnsembleTrainerBase(ABC):
             "generator": self.generators[e].get_state(),
             "summary": self.summaries[e].as_dict(),
             "rows": list(self.rows[e]),
-            "engine_version": ENGINE_VERSION,
+            "engine_version": self.engine_version,
             "engines": [list(p) for p in self.engines[e]],
         }
 
@@ -216,6 +225,6 @@ class EnsembleTrainerBase(ABC):
         self.summaries[e] = self.summary_from_dict(self.configs[e], state["summary"])
         self.rows[e] = list(state["rows"])
         engines = [tuple(p) for p in state.get("engines", [(0, engine_of(state))])]
-        if engines[-1][1] != ENGINE_VERSION:  # resumed under another engine: recorded
-            engines.append((self.epoch, ENGINE_VERSION))
+        if engines[-1][1] != self.engine_version:  # resumed under another engine: recorded
+            engines.append((self.epoch, self.engine_version))
         self.engines[e] = engines

@@ -9,7 +9,8 @@ the same epoch with the same shapes form one ensemble again. Because a member's 
 depend on the ensemble it sits in, a killed-and-resumed run ends with exactly the metrics of an
 uninterrupted one (DESIGN §1, §3) — within one engine version: a checkpoint another engine
 version wrote is refused (one line naming both) unless ``allow_engine_change``, which records
-the switch (:func:`engine_switches`, issue 25).
+the switch (:func:`engine_switches`, issue 25). The engine is the one the settings train with
+(:func:`rulelab.engine.compiled.engine_in_use`: ``Settings.engine``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pandas as pd
 import torch
 
 from rulelab.engine.base import EnsembleTrainerBase
+from rulelab.engine.compiled import engine_in_use
 from rulelab.engine.groups import group_runs, plan_ensembles
 from rulelab.engine.live_metrics import MetricFlush
 from rulelab.engine.tracking import Tracker, track_epochs
@@ -53,19 +55,21 @@ class EpochProgress:
     def finish(self) -> None: ...
 
 
-def engine_history(state: dict) -> str:
-    """``"1 from epoch 0, 2 from epoch 300"``: the engines a run resumed now has trained under."""
+def engine_history(state: dict, current: int = ENGINE_VERSION) -> str:
+    """``"1 from epoch 0, 3 from epoch 300"``: the engines a run resumed now under engine
+    version ``current`` has trained under."""
     engines = [tuple(p) for p in state.get("engines", [(0, engine_of(state))])]
-    if engines[-1][1] != ENGINE_VERSION:
-        engines.append((int(state["epoch"]), ENGINE_VERSION))
+    if engines[-1][1] != current:
+        engines.append((int(state["epoch"]), current))
     return ", ".join(f"{v} from epoch {ep}" for ep, v in engines)
 
 
-def engine_switches(files: LabDir, run_ids, allow: bool) -> dict[str, str]:
-    """``{run_id: engine history}`` for the runs whose checkpoint (past epoch 0) another engine
-    version wrote. Without ``allow`` the first one is refused: :class:`StoreError`, one line
-    naming both versions, before anything is trained. Unreadable checkpoints are skipped (the
-    driver restarts those runs)."""
+def engine_switches(files: LabDir, run_ids, allow: bool,
+                    current: int = ENGINE_VERSION) -> dict[str, str]:
+    """``{run_id: engine history}`` for the runs whose checkpoint (past epoch 0) an engine
+    version other than ``current`` wrote. Without ``allow`` the first one is refused:
+    :class:`StoreError`, one line naming both versions, before anything is trained.
+    Unreadable checkpoints are skipped (the driver restarts those runs)."""
     out = {}
     for run_id in run_ids:
         path = checkpoints.checkpoint_path(files.checkpoints_dir, run_id)
@@ -76,11 +80,11 @@ def engine_switches(files: LabDir, run_ids, allow: bool) -> dict[str, str]:
             epoch, recorded = int(state["epoch"]), engine_of(state)
         except Exception:  # noqa: BLE001 — damaged: judged by the driver's own check
             continue
-        if recorded == ENGINE_VERSION or epoch == 0:
+        if recorded == current or epoch == 0:
             continue
         if not allow:
-            raise StoreError(engine_refusal(run_id, recorded, epoch))
-        out[run_id] = engine_history(state)
+            raise StoreError(engine_refusal(run_id, recorded, epoch, current))
+        out[run_id] = engine_history(state, current)
     return out
 
 
@@ -101,11 +105,13 @@ def train_chunk(chunk, states, files: LabDir, settings: Settings,
     ``on_start`` runs once the trainer is built, before the first epoch.
     """
     progress = progress or EpochProgress()
+    current = engine_in_use(settings)
     for c in chunk:  # before any work: a state of another engine only where allowed
         state = states.get(c.run_id)
-        if state is not None and state["epoch"] > 0 and engine_of(state) != ENGINE_VERSION \
+        if state is not None and state["epoch"] > 0 and engine_of(state) != current \
                 and not settings.allow_engine_change:
-            raise StoreError(engine_refusal(c.run_id, engine_of(state), int(state["epoch"])))
+            raise StoreError(engine_refusal(c.run_id, engine_of(state), int(state["epoch"]),
+                                            current))
     trainer = trainer_class(chunk[0].task)(chunk, settings)
     for e, c in enumerate(chunk):
         if states.get(c.run_id) is not None:

@@ -19,9 +19,11 @@ from torch import nn
 
 from rulelab.models.attention_core import PAD
 from rulelab.models.components import Block, LayerNorm
+from rulelab.models.fused_forward import fused_forward
 from rulelab.models.hooks import HookedEnsemble, HookPoint
 
-FAST_ATTENTION_ENGINE = 2  # the first engine version that runs forward_fast (issue 25)
+FAST_ATTENTION_ENGINE = 2  # the engine version that runs forward_fast (issue 25)
+COMPILED_ENGINE = 3  # traces fused_forward inside torch.compile (store.version.COMPILED_ENGINE)
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,10 @@ class EnsembleTransformer(HookedEnsemble):
 
     ``shape`` is a :class:`TransformerShape` (or any object with its fields, read through
     :meth:`TransformerShape.of`); ``self.cfg`` holds the shape. ``engine`` is the engine
-    version whose numerics the forward computes (the trainer sets it to
-    :data:`rulelab.store.version.ENGINE_VERSION`).
+    version whose numerics the forward computes (the trainer sets it to the engine it trains
+    with, :func:`rulelab.engine.compiled.engine_in_use`). Under the compiled engine the forward
+    traced by ``torch.compile`` is :func:`~rulelab.models.fused_forward.fused_forward`; run
+    eagerly (evaluation, analyses) it is engine 1's.
     """
 
     engine = 1
@@ -97,7 +101,9 @@ class EnsembleTransformer(HookedEnsemble):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x [E, B, n]`` (integers, without CLS) → logits ``[E, B, k]`` read at CLS."""
         hooked = any(hp.has_hooks for hp in self.hook_dict.values())
-        if (self.engine >= FAST_ATTENTION_ENGINE and not hooked
+        if self.engine == COMPILED_ENGINE and not hooked and torch.compiler.is_compiling():
+            return fused_forward(self, x)  # the training step, traced by torch.compile
+        if (self.engine == FAST_ATTENTION_ENGINE and not hooked
                 and torch._C._functorch.maybe_current_level() is None):
             return self.forward_fast(x)
         # Engine 1; or hooks, or under vmap / grad (per-example gradients: the analyses): the

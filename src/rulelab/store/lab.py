@@ -142,13 +142,15 @@ class Lab(LabDir):
         """Status of each known id; unknown ids are absent from the result."""
         return self._registry.statuses(run_ids)
 
-    def mark_running(self, run_ids: list[str], device: str) -> None:
-        """Set status ``running`` and record ``device`` and :func:`code_version`; the runs'
-        file hashes are forgotten until they finish again."""
+    def mark_running(self, run_ids: list[str], device: str,
+                     engine_version: int = ENGINE_VERSION) -> None:
+        """Set status ``running`` and record ``device``, :func:`code_version` and the engine
+        version that trains them; the runs' file hashes are forgotten until they finish
+        again."""
         self._registry.forget_stamps(run_ids)
         self._registry.update(
             run_ids, status="running", device=device, code_version=code_version(), error=None,
-            engine_version=ENGINE_VERSION)
+            engine_version=engine_version)
 
     def mark_pending(self, run_ids: list[str]) -> None:
         """Set status ``pending`` (runs a killed sweep left ``running``); the error is kept."""

@@ -5,10 +5,12 @@ files of the source checkout have uncommitted changes (the ``git describe --dirt
 untracked files do not count), or ``"<version>+unknown"`` when the package does not run from a
 git checkout or git is unavailable.
 
-:data:`ENGINE_VERSION` numbers the training numerics: same config + seed + engine version →
-the same numbers, bitwise on the CPU. It is bumped by every change that moves a number (a
-fused kernel, another summation order), never otherwise. A checkpoint written before engine
-versions existed carries none and reads as version 1.
+An engine version numbers the training numerics: same config + seed + engine version → the
+same numbers, bitwise on the CPU. :data:`ENGINE_VERSION` is the default (eager) engine's; it is
+bumped by every change that moves a number (a fused kernel, another summation order), never
+otherwise. ``Settings.engine`` picks the engine a run trains with (:data:`ENGINES`); the
+version it trained under is recorded on the run and in its checkpoint. A checkpoint written
+before engine versions existed carries none and reads as version 1.
 
 - 1: the first engine (issues 1–24); still the one in use.
 - 2: attention without tiny matmuls (:mod:`rulelab.models.attention_core`): the residual stream
@@ -17,6 +19,9 @@ versions existed carries none and reads as version 1.
   function, other rounding; written and tested (member ≡ solo bitwise), switched on by setting
   ``ENGINE_VERSION = 2`` here, which it is not yet: measured 1.0–1.1× engine 1 on this CPU
   (bench/engine_compare.py), while a lab in progress would need ``--allow-engine-change``.
+- 3: ``engine = "compiled"`` (opt-in): each micro-batch's forward and backward compiled whole
+  by ``torch.compile`` (inductor), tracing :mod:`rulelab.models.fused_forward`
+  (:mod:`rulelab.engine.compiled`); evaluation and analyses stay eager.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-ENGINE_VERSION = 1  # the training numerics; bump when a change alters numbers (issue 25)
+ENGINE_VERSION = 1  # the eager engine's numerics; bump when a change alters numbers (issue 25)
+COMPILED_ENGINE = 3  # Settings.engine = "compiled": the step fused by torch.compile
+ENGINES = {"eager": ENGINE_VERSION, "compiled": COMPILED_ENGINE}  # Settings.engine → version
 LEGACY_ENGINE = 1  # what a run or checkpoint without a recorded engine version was trained by
 _GIT_TIMEOUT_S = 5.0
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -40,12 +47,18 @@ def engine_of(state: dict | None) -> int:
     return int(state.get("engine_version", LEGACY_ENGINE))
 
 
-def engine_refusal(run_id: str, recorded: int, epoch: int) -> str:
-    """The one line refusing to resume ``run_id`` under another engine version."""
+def engine_refusal(run_id: str, recorded: int, epoch: int, current: int = ENGINE_VERSION) -> str:
+    """The one line refusing to resume ``run_id`` under engine version ``current``."""
     return (f"run {run_id} was trained to epoch {epoch} by engine version {recorded}; this is "
-            f"engine version {ENGINE_VERSION}, whose numbers differ: resuming it would mix "
-            "both; pass --allow-engine-change to resume it anyway (the switch is recorded "
-            "on the run), or train it afresh in another lab")
+            f"engine version {current}, whose numbers differ: resuming it would mix "
+            f"both; {_same_engine(recorded)}pass --allow-engine-change to resume it anyway "
+            "(the switch is recorded on the run), or train it afresh in another lab")
+
+
+def _same_engine(version_: int) -> str:
+    """How to pick engine ``version_`` again, where ``Settings.engine`` still offers it."""
+    names = [name for name, v in ENGINES.items() if v == version_]
+    return f"resume it with --engine {names[0]}, or " if names else ""
 
 
 def package_version() -> str:

@@ -123,7 +123,7 @@ def run_sweep(recipe: Recipe, lab: Lab, settings: Settings, executor=None, progr
     progress = progress or SweepProgress()
     configs = recipe.configs()
     unusable = unusable_checkpoints(lab, configs)
-    switches = _engine_switches(lab, configs, unusable, settings.allow_engine_change)
+    switches = _engine_switches(lab, configs, unusable, settings)
     with sweep_lock(lab, recipe.experiment, command):
         for line in restart(lab, unusable):
             (on_restart or _warn)(line)
@@ -148,19 +148,20 @@ def run_sweep(recipe: Recipe, lab: Lab, settings: Settings, executor=None, progr
     return result
 
 
-def _engine_switches(lab: Lab, configs, unusable: dict, allow: bool) -> dict[str, str]:
-    """:func:`rulelab.engine.runner.engine_switches` of the unfinished runs (a refusal raises
-    before anything is written)."""
-    from rulelab.engine.runner import engine_switches  # torch: only where runs train
+def _engine_switches(lab: Lab, configs, unusable: dict, settings: Settings) -> dict[str, str]:
+    """:func:`rulelab.engine.runner.engine_switches` of the unfinished runs under the engine
+    ``settings`` train with (a refusal raises before anything is written)."""
+    from rulelab.engine.compiled import engine_in_use  # torch: only where runs train
+    from rulelab.engine.runner import engine_switches
 
     statuses = lab.statuses([c.run_id for c in configs])
     return engine_switches(lab, [c.run_id for c in configs if c.run_id not in unusable
-                                 and statuses.get(c.run_id) not in FINISHED], allow)
+                                 and statuses.get(c.run_id) not in FINISHED],
+                           settings.allow_engine_change, engine_in_use(settings))
 
 
 def _warn(line: str) -> None:
     warnings.warn(line, stacklevel=3)
-
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,10 @@ class _Events:
         self.lab, self.settings, self.progress, self.result = lab, settings, progress, result
 
     def started(self, spec: ChunkSpec) -> None:
-        self.lab.mark_running(spec.run_ids, self.settings.device_label)
+        from rulelab.engine.compiled import engine_in_use  # torch: only where runs train
+
+        self.lab.mark_running(spec.run_ids, self.settings.device_label,
+                              engine_in_use(self.settings))
         self.progress.chunk_started(spec)
 
     def chunk_progress(self, spec: ChunkSpec):

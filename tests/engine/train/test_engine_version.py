@@ -125,3 +125,28 @@ def test_a_lab_written_before_engine_versions_reads_as_version_1(tmp_path):
     Lab(lab.root, create=True).register([(CFG.run_id, CFG.flat())], "t")
     (row,) = Lab(lab.root).runs_json()
     assert row["engine_version"] == 1 and row["engine_switch"] is None
+
+
+def test_the_compiled_engine_refuses_an_eager_checkpoint_and_falls_back_without_a_compiler(
+        tmp_path, monkeypatch):
+    import rulelab.engine.compiled as compiled
+
+    lab = Lab(tmp_path / "lab", create=True)
+    _killed_at(lab, 10, engine=ENGINE_VERSION)
+    ckpt = lab.checkpoints_dir / f"{CFG.run_id}.pt"
+    before = ckpt.read_bytes()
+    monkeypatch.setattr(compiled, "compile_unavailable", lambda device: None)
+    with pytest.raises(StoreError) as err:  # refused before any compile or write
+        run_configs([CFG], lab, experiment="t", settings=OPTS.merged(engine="compiled"))
+    line = str(err.value)
+    assert "engine version 1" in line and "engine version 3" in line
+    assert "--engine eager" in line and "\n" not in line
+    assert ckpt.read_bytes() == before and lab.status(CFG.run_id) == "pending"
+    # Where nothing compiles, "compiled" trains with the eager engine: no refusal, recorded 1.
+    monkeypatch.setattr(compiled, "compile_unavailable", lambda device: "no C++ compiler found")
+    compiled._notice.cache_clear()  # the notice is once per process
+    with pytest.warns(RuntimeWarning, match="no C.. compiler found"):
+        run_configs([CFG], lab, experiment="t", settings=OPTS.merged(engine="compiled"))
+    (row,) = lab.runs_json()
+    assert row["status"] == "done" and row["engine_version"] == ENGINE_VERSION
+    assert row["engine_switch"] is None

@@ -1,0 +1,117 @@
+"""The compiled engine (engine 3, issue 25): one micro-batch's forward and backward, compiled
+whole by ``torch.compile``.
+
+``Settings.engine = "compiled"`` compiles the trainer's ``loss``, and with it the model's forward
+and the loss around it. AOTAutograd derives the backward graph, and inductor compiles both
+graphs to C++ (Triton on CUDA). What eager PyTorch runs op by op around the weight matmuls
+(LayerNorm, attention over a few positions, softmax, GELU, residual adds, the loss) becomes a
+few fused loops. The transformer traces
+:func:`~rulelab.models.fused_forward.fused_forward` here.
+
+- **Static shapes** (``dynamic=False``): a chunk compiles once per micro-batch shape, usually
+  the full micro-batch plus a shorter last one. Inductor's on-disk cache makes later compiles
+  of the same graph in any process much faster.
+- **Bitwise within the engine**: the C++ kernels are compiled single-threaded
+  (``cpp.threads = 1``). Inductor otherwise splits a reduction across threads when its outer
+  loops are short, and how short depends on the ensemble's size. The weight matmuls stay
+  multi-threaded library calls, as in engine 1.
+- **A lone run** (an ensemble of one) is computed beside a detached copy of itself
+  (:func:`paired`): inductor specializes an axis of size 1, so an ensemble of one would
+  compile to other kernels than any larger ensemble — other fusions, and so another summation
+  order (seen in a LayerNorm bias gradient). Paired, it runs exactly the kernels of an
+  ensemble of two, at twice the cost.
+- **Fallback**: where no compiler is found, the engine in use is the eager one (version 1),
+  with a one-line notice. It is decided before any run is marked running, so the engine
+  recorded on a run is always the one that trained it.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import warnings
+
+import torch
+
+from rulelab.store.version import COMPILED_ENGINE, ENGINE_VERSION, ENGINES
+
+# Inductor options of every compiled step: single-threaded C++ kernels (member ≡ solo, above).
+INDUCTOR_OPTIONS = {"cpp.threads": 1}
+RECOMPILE_LIMIT = 256  # compiled shapes per process (one worker trains many chunks)
+
+
+@functools.cache
+def compile_unavailable(device_type: str) -> str | None:
+    """Why ``torch.compile`` cannot build kernels for ``device_type`` here, or None if it can."""
+    if not torch._dynamo.is_dynamo_supported():
+        return "torch.compile does not support this Python"
+    if device_type == "cpu":
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        try:
+            compiler = get_cpp_compiler()
+        except Exception as err:  # noqa: BLE001 — any failure to find one means "none"
+            return f"no C++ compiler found ({type(err).__name__})"
+        return None if shutil.which(compiler) else f"no C++ compiler found ({compiler})"
+    if device_type == "cuda":
+        from torch.utils._triton import has_triton
+
+        return None if has_triton() else "Triton is not installed"
+    return f"inductor does not compile for {device_type}"
+
+
+def engine_in_use(settings) -> int:
+    """The engine version ``settings`` train with: ``ENGINES[settings.engine]``. The compiled
+    engine falls back to the eager one where :func:`compile_unavailable`."""
+    version = ENGINES[settings.engine]
+    if version != COMPILED_ENGINE:
+        return version
+    why = compile_unavailable(torch.device(settings.device).type)
+    if why is None:
+        return version
+    _notice(f"engine compiled unavailable ({why}): training with the eager engine "
+            f"(engine version {ENGINE_VERSION})")
+    return ENGINE_VERSION
+
+
+@functools.cache
+def _notice(line: str) -> None:
+    warnings.warn(line, RuntimeWarning, stacklevel=3)  # once per process and reason
+
+
+class _Step(torch.nn.Module):
+    """``loss(x, y, denom)`` as a module whose parameters are the model's (``model.*``), so
+    :func:`torch.func.functional_call` can run it on other tensors."""
+
+    def __init__(self, model: torch.nn.Module, loss) -> None:
+        super().__init__()
+        self.model, self.loss = model, loss
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
+        return self.loss(x, y, denom)
+
+
+def paired(model: torch.nn.Module, loss):
+    """``loss`` of a lone member computed as member 0 of two: every parameter ``[1, …]`` beside
+    a detached copy (``[2, …]``), the batch doubled, only member 0's loss kept (its gradient
+    reaches only the real parameters)."""
+    step = _Step(model, loss)
+
+    def loss_of_one(x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
+        params = {f"model.{n}": torch.cat([p, p.detach()])
+                  for n, p in model.named_parameters()}
+        both = torch.func.functional_call(step, params, (torch.cat([x, x]), torch.cat([y, y]),
+                                                         denom))
+        return both[:1]
+    return loss_of_one
+
+
+def compile_step(model: torch.nn.Module, loss, n_members: int):
+    """``loss(x, y, denom) → [E]`` compiled whole, forward and backward, for static shapes
+    (:func:`paired` for one member)."""
+    cfg = torch._dynamo.config
+    cfg.recompile_limit = max(cfg.recompile_limit, RECOMPILE_LIMIT)
+    # Past the limit dynamo would run the step eagerly, silently changing its numbers: raise.
+    cfg.fail_on_recompile_limit_hit = True
+    step = paired(model, loss) if n_members == 1 else loss
+    return torch.compile(step, dynamic=False, fullgraph=True, options=dict(INDUCTOR_OPTIONS))
