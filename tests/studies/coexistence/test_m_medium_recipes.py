@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
-
 from rulelab.study_registry import study
 from rulelab.sweep.driver import make_plan
 from rulelab.sweep.estimate import speed
