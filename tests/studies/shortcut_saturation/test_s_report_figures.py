@@ -86,7 +86,7 @@ def test_each_claim_reads_once_on_the_scale_map(tmp_path):
     """Issue 23: the claim's text was in its heading, its sentence and its caption."""
     import html
 
-    from tests.report.test_scale_map import headline, s_lab
+    from tests.studies.shortcut_saturation.test_s_scale_map import headline, s_lab
 
     from rulelab.report.scale_map import open_scales, read_claims, write_scale_map
 
