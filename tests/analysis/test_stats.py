@@ -112,8 +112,12 @@ def test_rate_table_of_a_lab_where_nothing_has_finished():
     assert table.rate.isna().all() and table.n_failed.sum() == 4
 
 
+@pytest.mark.usefixtures("toy")
 def test_config_columns_skip_ids_seed_and_summaries():
-    runs = _runs().assign(weight_decay=0.1, code_version="0.1.0+abc", created_at="t",
-                          first_epoch_100=np.nan, config=[{}] * 13)
-    assert config_columns(runs) == ["layers", "ratio", "weight_decay"]
-    assert varying_columns(runs) == ["layers", "ratio"]
+    """The config fields of the runs' task (the toy study's here; study S's without a task
+    column: tests/studies/shortcut_saturation/test_s_rates.py)."""
+    runs = _runs().rename(columns={"layers": "width", "ratio": "noise"}).assign(
+        task="toy", weight_decay=0.1, code_version="0.1.0+abc", created_at="t",
+        first_epoch_generalized=np.nan, config=[{}] * 13)
+    assert config_columns(runs) == ["width", "noise", "weight_decay"]
+    assert varying_columns(runs) == ["width", "noise"]

@@ -1,7 +1,7 @@
 """Figures a reviewer would accept (issue 23): the figure check itself — clipped text, curves
-outside their axes, legend entries that draw nothing, overlapping tick labels — and every
-the README paragraph a page quotes. Each study's figures passing it
-and its page's lead: tests/studies/<study>/test_*_report_figures.py."""
+outside their axes, legend entries that draw nothing, overlapping tick labels — and the README
+paragraph a page quotes. Each study's figures passing it, every configuration drawn and the
+page's lead: tests/studies/<study>/test_*_report_figures.py."""
 
 import numpy as np
 from matplotlib.lines import Line2D

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from tests.analysis.test_stats import _runs
 
-from rulelab.analysis.stats import format_range, wilson
+from rulelab.analysis.stats import config_columns, format_range, varying_columns, wilson
 from rulelab.studies.shortcut_saturation.rates import (
     adv_rate_table,
     readings_differ,
@@ -53,3 +53,11 @@ def test_readings_table_shows_the_adv_only_reading_beside():
     assert (table.loc[(2, 0.5), "k"], table.loc[(2, 0.5), "k_adv"]) == (0, 1)
     assert table.loc[(2, 0.5), "rate_adv"] == 1.0
     assert "k_adv" not in readings_table(_runs(), ["layers"]).columns  # study M: one reading
+
+
+def test_config_columns_of_s_runs_skip_ids_seed_and_summaries():
+    """Without a task column: the config fields of every registered task (S's among them)."""
+    runs = _runs().assign(weight_decay=0.1, code_version="0.1.0+abc", created_at="t",
+                          first_epoch_100=np.nan, config=[{}] * 13)
+    assert config_columns(runs) == ["layers", "ratio", "weight_decay"]
+    assert varying_columns(runs) == ["layers", "ratio"]
