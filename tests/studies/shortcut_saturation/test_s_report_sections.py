@@ -1,14 +1,46 @@
-"""Study S's report sections (issue 10): its gradient figure from merged tracked and post-hoc
-rows, readings at one epoch per run drawn against r, final fingerprints, and a lab of two tasks
-(S's and M's) getting a section each. The generic reading: tests/report/test_report_sections.py."""
+"""Study S's report sections (issue 10): its runs' tracked and post-hoc rows merged into one
+configuration, its gradient figure from them, readings at one epoch per run drawn against r,
+final fingerprints, and a lab of two tasks (S's and M's) getting a section each. The generic
+reading: tests/report/test_report_sections.py."""
 
 import numpy as np
 import pandas as pd
-from tests.report.test_report_sections import RUNS, _grad_rows, tracked_and_post_hoc
+from tests.report.test_report_sections import _grad_rows
 
 from rulelab.report.html import write_report
 from rulelab.report.stored_analyses import tidy_analysis
 from rulelab.studies.shortcut_saturation.figures import gradient_dynamics
+
+RUNS = pd.DataFrame({"run_id": ["a", "b"], "status": "done", "task": "mpsp", "layers": 1,
+                     "heads": 1, "ratio": 0.5, "weight_decay": 0.1, "eps": 1e-8,
+                     "seed": [0, 1], "generalized": False})
+
+
+def tracked_and_post_hoc() -> pd.DataFrame:
+    """As ``Lab.read_table`` concatenates them: tracked rows of an older rulelab (no config
+    columns, no ``member``, no ``source``) and a post-hoc ``analyze`` at the last epoch."""
+    tracked = pd.concat([_grad_rows(r, [0, 1, 2, 5, 10], -0.1) for r in ("a", "b")])
+    post = pd.concat([_grad_rows(r, [10], -0.9, member=m, layers=1, heads=1, ratio=0.5,
+                                 weight_decay=0.1, seed=m) for m, r in enumerate("ab")])
+    return pd.concat([tracked, post], ignore_index=True)
+
+
+def test_tracked_and_post_hoc_rows_merge_into_one_configuration():
+    t = tidy_analysis(tracked_and_post_hoc(), RUNS)
+    assert t["layers"].notna().all() and t["ratio"].notna().all()  # no "–L·–H r=–" group
+    assert sorted(t["seed"].unique()) == [0, 1]
+    assert t["eps"].eq(0.5).all()  # the analysis's ε, not the optimizer's eps of the config
+    last = t[t["epoch"] == 10]  # both sources read epoch 10: only the post-hoc rows stay
+    assert len(last) == 2 and set(last["source"]) == {"post-hoc"} and last["cos"].eq(-0.9).all()
+    assert (t.loc[t["epoch"] < 10, "source"] == "tracked").sum() == 8
+
+
+def test_new_tracked_rows_say_so_and_rows_of_other_runs_drop():
+    table = _grad_rows("a", [0, 1], 0.0, source="tracked")
+    table = pd.concat([table, _grad_rows("zzz", [0], 0.0, source="tracked")])
+    t = tidy_analysis(table, RUNS)
+    assert set(t["run_id"]) == {"a"} and set(t["source"]) == {"tracked"}
+    assert t["layers"].eq(1).all()
 
 
 def test_tracked_and_post_hoc_rows_draw_one_column_of_gradient_panels():
