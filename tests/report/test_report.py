@@ -2,17 +2,15 @@
 version; rates with Wilson CI and k/n), on the test-only toy study. Study S's view of it (the
 paper column, both readings, old summaries): tests/studies/shortcut_saturation/test_s_report.py."""
 
-import base64
-import re
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from page_checks import assert_self_contained
 from rulelab.analysis.stats import format_rate
 from rulelab.report.html import write_report
 
-PNG = b"\x89PNG\r\n\x1a\n"
 WINS = {(8, 0.0): 2, (8, 0.2): 1, (16, 0.0): 3, (16, 0.2): 0}  # seeds generalized, of 3
 
 
@@ -36,10 +34,6 @@ def toy_lab(epochs: int = 8, seeds: int = 3):
     return pd.DataFrame(runs), pd.concat(metrics, ignore_index=True)
 
 
-def _images(text: str) -> list[bytes]:
-    return [base64.b64decode(b) for b in re.findall(r'src="data:image/png;base64,([^"]+)"', text)]
-
-
 @pytest.mark.usefixtures("toy")
 def test_report_is_self_contained_with_rates(tmp_path):
     runs, metrics = toy_lab()
@@ -48,11 +42,7 @@ def test_report_is_self_contained_with_rates(tmp_path):
                        sections=[("Notes", "a < b & c"), ("Raw", "<p><b>bold</b></p>")])
     assert out.exists() and out.parent.name == "dir"
     text = out.read_text(encoding="utf-8")
-    images = _images(text)
-    assert len(images) >= 2 and all(img.startswith(PNG) for img in images)
-    srcs = re.findall(r'(?:src|href)="([^"]*)"', text)
-    assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)
-    assert 'src="http' not in text and 'src="file' not in text and "<link" not in text
+    assert_self_contained(text)
     for wins in WINS.values():  # one rate per (width, noise), with its interval and k/n
         assert format_rate(wins, 3) in text
     assert "Toy &lt;quick&gt;" in text

@@ -2,7 +2,6 @@
 at the paper's setting, both readings; "Cross-cutting": curves carry seed spread, results carry
 their code version). The page of any study: tests/report/test_report.py (on the toy study)."""
 
-import base64
 import re
 
 import numpy as np
@@ -10,12 +9,12 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
+from page_checks import assert_self_contained, images
 from rulelab.analysis.stats import format_rate
 from rulelab.report.figures import accuracy_curves, loss_curves
 from rulelab.report.html import write_report
 from rulelab.studies.shortcut_saturation.rate_figure import rate_vs_ratio
 
-PNG = b"\x89PNG\r\n\x1a\n"
 # Seeds that generalize per (layers, ratio), out of 3: shaped like the paper's headline.
 GENERALIZING = {(1, 0.5): 1, (1, 0.9): 0, (2, 0.5): 0, (2, 0.9): 2}
 PAPER = {"2L": {0.5: 0.0, 0.9: 0.77}, "1L": {0.5: 0.33, 0.9: 0.0}}
@@ -58,10 +57,6 @@ def make_lab(epochs: int = 20, seeds: int = 3, weight_decays=(0.1,)):
     return pd.DataFrame(runs), pd.concat(metrics, ignore_index=True)
 
 
-def _images(text: str) -> list[bytes]:
-    return [base64.b64decode(b) for b in re.findall(r'src="data:image/png;base64,([^"]+)"', text)]
-
-
 def test_report_is_self_contained_with_rates(tmp_path):
     runs, metrics = make_lab()
     runs = runs.assign(heads=2)  # the headline's setting has 2 heads (issue 21: 1L·1H is not)
@@ -70,11 +65,7 @@ def test_report_is_self_contained_with_rates(tmp_path):
                        sections=[("Notes", "a < b & c"), ("Raw", "<p><b>bold</b></p>")])
     assert out.exists() and out.parent.name == "dir"
     text = out.read_text(encoding="utf-8")
-    images = _images(text)
-    assert len(images) >= 2 and all(img.startswith(PNG) for img in images)
-    srcs = re.findall(r'(?:src|href)="([^"]*)"', text)
-    assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)
-    assert 'src="http' not in text and 'src="file' not in text and "<link" not in text
+    assert_self_contained(text)
     # One row per (layers, ratio); the failed and pending runs are not counted.
     for (_layers, _ratio), wins in GENERALIZING.items():
         assert format_rate(wins, 3) in text
@@ -136,7 +127,7 @@ def test_lab_in_progress_renders_without_finished_runs(tmp_path):
     metrics = metrics.rename(columns={"epoch": "step"})  # the store may key curves by step
     text = write_report(tmp_path / "r.html", title="live", runs=runs, metrics=metrics).read_text()
     assert "— (0/0)" in text and "14 running" in text
-    assert len(_images(text)) == 3
+    assert len(images(text)) == 3
 
 
 def test_rate_vs_ratio_lines_per_config_and_paper_points():
