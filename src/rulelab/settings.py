@@ -14,6 +14,7 @@ study.
 
 from __future__ import annotations
 
+import os
 from typing import ClassVar, Literal
 
 from pydantic import ConfigDict, Field
@@ -26,6 +27,14 @@ QUIET_HELP = ("no progress output (a bar on a terminal; else a line every "
               "$RULELAB_PROGRESS_SECONDS, default 30 s)")
 
 
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
 class Settings(StrictTypes):
     """Execution settings (frozen; the flag names are the field names with dashes)."""
 
@@ -35,7 +44,7 @@ class Settings(StrictTypes):
     # and threads, which `sweep --cpus-per-chunk` sets on Ray).
     FLAGS: ClassVar[tuple[str, ...]] = (
         "device", "precision", "max_members", "checkpoint_every", "micro_batch", "memory_gib",
-        "track", "track_every", "snapshots", "quiet", "engine", "allow_engine_change")
+        "track", "track_every", "snapshots", "quiet", "engine", "allow_engine_change", "workers")
 
     device: str = Field("cpu", description="cpu, cuda, cuda:N or mps: one torch can use on "
                         "this machine")
@@ -61,6 +70,13 @@ class Settings(StrictTypes):
     memory_gib: float | None = Field(None, gt=0.0, description="memory budget per ensemble",
                                      json_schema_extra={"unset": "from free RAM / GPU memory"})
     threads: int | None = Field(None, ge=1, le=4096, description="torch threads per chunk")
+    # Chunks trained side by side by the local executor (issue 25). A CPU training step runs on
+    # one thread (rulelab.engine.threads: its numbers do not depend on the core count), so the
+    # cores train separate chunks; the planner cuts ensembles so each worker gets one. Never
+    # changes a number: a member equals the same run trained alone.
+    workers: int | None = Field(None, ge=1, le=1024, description="chunks trained side by side",
+                                json_schema_extra={"unset": "the usable CPU cores on the CPU, "
+                                                   "1 on a GPU"})
     quiet: bool = Field(False, description=QUIET_HELP)
     # "eager" (engine 1), or "compiled" (engine 3, opt-in, issue 25): each micro-batch's forward
     # and backward compiled whole by torch.compile (rulelab.engine.compiled). Changes the numbers
@@ -76,6 +92,14 @@ class Settings(StrictTypes):
         recipe's value)."""
         given = {k: v for k, v in overrides.items() if v is not None}
         return type(self)(**{**self.model_dump(), **given}) if given else self
+
+    @property
+    def parallel_chunks(self) -> int:
+        """How many chunks the local executor trains at once: ``workers``, or by default the
+        usable cores on the CPU and 1 on an accelerator (its numbers stay the same either way)."""
+        if self.workers:
+            return self.workers
+        return usable_cores() if self.device == "cpu" else 1
 
     @property
     def device_label(self) -> str:

@@ -91,8 +91,10 @@ def execute(recipe, settings, lab, *, command: str, executor=None,
     def header(plan) -> None:
         capped = "" if min(plan.caps.values(), default=plan.max_members) >= plan.max_members \
             else f"; at most {min(plan.caps.values())} per ensemble: memory"
+        side = min(getattr(executor, "workers", settings.parallel_chunks), len(plan.chunks))
+        at_once = f", {side} chunks at once" if name == "local" and side > 1 else ""
         for line in (f"{recipe.experiment}: {plural(plan.n_runs, 'run')} → lab {the_lab.root} "
-                     f"({name} executor, {settings.device_label}{capped})",
+                     f"({name} executor{at_once}, {settings.device_label}{capped})",
                      *estimate_lines(plan, settings)):
             err_console.print(line, markup=False, highlight=False,
                               soft_wrap=True)  # one line in a log file too

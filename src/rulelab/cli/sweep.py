@@ -158,10 +158,10 @@ def _dry_run(the_recipe, recipe, settings, lab, console, describe_plan, make_pla
 
 
 def _executor(name: str, address, device: str, cpus: int, gpus: float | None):
-    from rulelab.sweep.executors import LocalExecutor, RayExecutor, RayUnavailable, import_ray
+    from rulelab.sweep.executors import RayExecutor, RayUnavailable, import_ray
 
     if name == "local":
-        return LocalExecutor()
+        return None  # the driver's: LocalExecutor(settings.parallel_chunks)
     try:
         import_ray()
     except RayUnavailable as e:

@@ -36,6 +36,7 @@ import torch
 from rulelab.engine.allocator import keep_heap
 from rulelab.engine.compiled import compile_step, engine_in_use
 from rulelab.engine.per_example import cross_entropy
+from rulelab.engine.threads import training_threads
 from rulelab.settings import Settings
 from rulelab.store.version import COMPILED_ENGINE, engine_of
 
@@ -152,6 +153,10 @@ class EnsembleTrainerBase(ABC):
 
     def train_epoch(self) -> torch.Tensor:
         """One epoch (one step at full batch); returns the ``[E]`` loss of its last step."""
+        with training_threads(self.device):  # one CPU thread: part of the numerics
+            return self._train_epoch()
+
+    def _train_epoch(self) -> torch.Tensor:
         for x, y in self.batches():
             self.opt.zero_grad()
             loss = self._backward_batch(x, y)
@@ -172,7 +177,8 @@ class EnsembleTrainerBase(ABC):
         """Evaluate all members and append the rows of the members still active."""
         was_training = self.model.training
         self.model.eval()
-        metrics = self.compute_metrics()
+        with training_threads(self.device):  # the numbers recorded: as the steps, one thread
+            metrics = self.compute_metrics()
         self.model.train(was_training)
         for e, summary in enumerate(self.summaries):
             if summary.failed_reason is not None:
@@ -185,8 +191,13 @@ class EnsembleTrainerBase(ABC):
     def fit(self, on_epoch: Callable[[EnsembleTrainerBase, bool], None] | None = None) -> None:
         """Train to the last epoch, evaluating at epoch 0, on schedule and at the end.
 
-        ``on_epoch(trainer, evaluated)`` runs after the initial evaluation and every epoch.
+        ``on_epoch(trainer, evaluated)`` runs after the initial evaluation and every epoch
+        (tracked analyses too compute on one CPU thread, :mod:`rulelab.engine.threads`).
         """
+        with training_threads(self.device):
+            self._fit(on_epoch)
+
+    def _fit(self, on_epoch) -> None:
         if self.epoch == 0 and not any(self.rows):
             self.evaluate()
             if on_epoch:

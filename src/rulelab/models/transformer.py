@@ -23,7 +23,7 @@ from rulelab.models.fused_forward import fused_forward
 from rulelab.models.hooks import HookedEnsemble, HookPoint
 
 FAST_ATTENTION_ENGINE = 2  # the engine version that runs forward_fast (issue 25)
-COMPILED_ENGINE = 3  # traces fused_forward inside torch.compile (store.version.COMPILED_ENGINE)
+COMPILED_ENGINES = (3, 5)  # trace fused_forward inside torch.compile (store.version, issue 25)
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class EnsembleTransformer(HookedEnsemble):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x [E, B, n]`` (integers, without CLS) → logits ``[E, B, k]`` read at CLS."""
         hooked = any(hp.has_hooks for hp in self.hook_dict.values())
-        if self.engine == COMPILED_ENGINE and not hooked and torch.compiler.is_compiling():
+        if self.engine in COMPILED_ENGINES and not hooked and torch.compiler.is_compiling():
             return fused_forward(self, x)  # the training step, traced by torch.compile
         if (self.engine == FAST_ATTENTION_ENGINE and not hooked
                 and torch._C._functorch.maybe_current_level() is None):

@@ -12,7 +12,7 @@ otherwise. ``Settings.engine`` picks the engine a run trains with (:data:`ENGINE
 version it trained under is recorded on the run and in its checkpoint. A checkpoint written
 before engine versions existed carries none and reads as version 1.
 
-- 1: the first engine (issues 1–24); still the one in use.
+- 1: the first engine (issues 1–24), on as many threads as torch's default (the cores).
 - 2: attention without tiny matmuls (:mod:`rulelab.models.attention_core`): the residual stream
   positions-outermost, the batch padded to a multiple of 16, a keys-outermost softmax, q
   projected only at CLS in the last block, LayerNorm fused per member (issue 25). The same
@@ -22,6 +22,11 @@ before engine versions existed carries none and reads as version 1.
 - 3: ``engine = "compiled"`` (opt-in): each micro-batch's forward and backward compiled whole
   by ``torch.compile`` (inductor), tracing :mod:`rulelab.models.fused_forward`
   (:mod:`rulelab.engine.compiled`); evaluation and analyses stay eager.
+- 4: engine 1's computation on one CPU thread (:mod:`rulelab.engine.threads`): before, a
+  trainer used every core, and PyTorch sums a long reduction in an order that depends on the
+  thread count, so engine 1's numbers depended on the machine (unrecorded). The default now.
+- 5: engine 3's (compiled) on one CPU thread: its weight matmuls were multi-threaded library
+  calls. On CUDA, 4 and 5 compute what 1 and 3 did.
 """
 
 from __future__ import annotations
@@ -32,8 +37,8 @@ import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-ENGINE_VERSION = 1  # the eager engine's numerics; bump when a change alters numbers (issue 25)
-COMPILED_ENGINE = 3  # Settings.engine = "compiled": the step fused by torch.compile
+ENGINE_VERSION = 4  # the eager engine's numerics; bump when a change alters numbers (issue 25)
+COMPILED_ENGINE = 5  # Settings.engine = "compiled": the step fused by torch.compile
 ENGINES = {"eager": ENGINE_VERSION, "compiled": COMPILED_ENGINE}  # Settings.engine → version
 LEGACY_ENGINE = 1  # what a run or checkpoint without a recorded engine version was trained by
 _GIT_TIMEOUT_S = 5.0

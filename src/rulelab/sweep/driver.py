@@ -46,16 +46,21 @@ class SweepResult:
 
 
 def make_plan(recipe: Recipe, lab: Lab | None, settings: Settings, *,
-              interleave_seeds: bool = True) -> Plan:
-    """The plan for the runs of ``recipe`` not finished in ``lab`` (None: a new lab)."""
+              interleave_seeds: bool = True, workers: int = 1) -> Plan:
+    """The plan for the runs of ``recipe`` not finished in ``lab`` (None: a new lab), for
+    ``workers`` chunks trained side by side: each gets a share of the memory budget, and
+    ensembles are cut so there are at least ``workers`` chunks where there are enough runs."""
     configs = recipe.configs()
     statuses = lab.statuses([c.run_id for c in configs]) if lab else {}
     todo = [c for c in configs if statuses.get(c.run_id) not in FINISHED]
     start = {c.run_id: _resume_epoch(lab, c.run_id) for c in todo} if lab else {}
     budget, note = memory_budget(settings.device, settings.memory_gib)
+    if workers > 1:
+        budget, note = budget // workers, f"{note}, shared by {workers} chunks at once"
     chunks, caps = plan_chunks(todo, start, max_members=settings.max_members,
                                budget_bytes=budget, micro_batch=settings.micro_batch,
-                               eval_chunk=settings.eval_chunk, interleave_seeds=interleave_seeds)
+                               eval_chunk=settings.eval_chunk, interleave_seeds=interleave_seeds,
+                               min_chunks=workers)
     counts = list(statuses.values())
     return Plan(recipe.experiment, recipe.task, len(configs), len({cell_key(c) for c in configs}),
                 counts.count("done"), counts.count("failed"), chunks, budget, note,
@@ -119,7 +124,7 @@ def run_sweep(recipe: Recipe, lab: Lab, settings: Settings, executor=None, progr
     from rulelab.sweep.executors import LocalExecutor
     from rulelab.sweep.progress import SweepProgress
 
-    executor = executor or LocalExecutor()
+    executor = executor or LocalExecutor(settings.parallel_chunks)
     progress = progress or SweepProgress()
     configs = recipe.configs()
     unusable = unusable_checkpoints(lab, configs)
@@ -135,7 +140,8 @@ def run_sweep(recipe: Recipe, lab: Lab, settings: Settings, executor=None, progr
         statuses = lab.statuses([c.run_id for c in configs])
         if stale := [rid for rid, s in statuses.items() if s == "running"]:
             lab.mark_pending(stale)
-        plan = make_plan(recipe, lab, settings, interleave_seeds=interleave_seeds)
+        plan = make_plan(recipe, lab, settings, interleave_seeds=interleave_seeds,
+                         workers=getattr(executor, "workers", 1))
         if on_start:
             on_start(plan)
         result = SweepResult(plan)

@@ -8,8 +8,9 @@ from the chunk's progress file for a Ray one, :mod:`rulelab.sweep.live`). Only t
 writes the registry; chunks write their runs' files (checkpoints, metrics, progress) into the
 lab directory.
 
-- :class:`LocalExecutor` (default): chunks one after another in this process. A killed sweep
-  is resumed by running it again.
+- :class:`LocalExecutor` (default): chunks in this process, ``workers`` of them side by side
+  (one per CPU core by default: a CPU training step computes on one thread,
+  :mod:`rulelab.engine.threads`). A killed sweep is resumed by running it again.
 - :class:`RayExecutor` (``pip install -e '.[ray]'``): each chunk is a Ray task with its CPU
   and GPU resources, at most as many in flight as the cluster can hold. A task whose worker
   dies is retried by Ray (``max_retries``) and resumes from its runs' last checkpoints. The
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import threading
 from collections.abc import Sequence
 
 from rulelab.store import StoreError
@@ -30,19 +32,92 @@ POLL_SECONDS = 2.0  # how often the driver reads its Ray chunks' progress files
 
 
 class LocalExecutor:
+    """Chunks in this process: one after another, or ``workers`` at once in threads.
+
+    Side by side, each chunk trains in a thread of its own; a CPU training step computes on one
+    torch thread and releases the GIL inside every op, so ``workers`` chunks keep that many
+    cores busy without a process each (no start-up, no second copy of the data, a kill stops
+    them all at once). Only this thread calls the driver's ``events``; progress callbacks from
+    the workers are serialized by a lock. On Ctrl-C or an error every worker stops at its next
+    epoch, and the error is raised here once they have.
+    """
+
     name = "local"
 
-    def run(self, specs: Sequence[ChunkSpec], events) -> None:
-        from rulelab.sweep.live import Both, ProgressFile, progress_path, remove_progress
+    def __init__(self, workers: int = 1) -> None:
+        self.workers = max(1, int(workers))
 
-        for spec in specs:
-            events.started(spec)
-            file = ProgressFile(progress_path(spec.lab, spec.index))  # for `rulelab status`
-            try:
-                outcomes = run_chunk(spec, Both(events.chunk_progress(spec), file))
-            finally:
-                remove_progress(spec.lab, spec.index)
-            events.finished(spec, outcomes)
+    def run(self, specs: Sequence[ChunkSpec], events) -> None:
+        if self.workers == 1 or len(specs) <= 1:
+            for spec in specs:
+                events.started(spec)
+                events.finished(spec, _chunk_here(spec, events.chunk_progress(spec)))
+            return
+        _side_by_side(list(specs), events, self.workers)
+
+
+def _chunk_here(spec: ChunkSpec, callbacks) -> list[RunOutcome]:
+    """One chunk in this process, its progress also in the lab's file (`rulelab status`)."""
+    from rulelab.sweep.live import Both, ProgressFile, progress_path, remove_progress
+
+    file = ProgressFile(progress_path(spec.lab, spec.index))
+    try:
+        return run_chunk(spec, Both(callbacks, file))
+    finally:
+        remove_progress(spec.lab, spec.index)
+
+
+class ChunkStopped(BaseException):
+    """Raised inside a worker's epoch callback when the sweep stops (an error elsewhere, Ctrl-C):
+    a BaseException, so no chunk mistakes it for a member's failure."""
+
+
+class _Guarded:
+    """A worker's epoch callbacks, one at a time (they draw one display) and stoppable."""
+
+    def __init__(self, inner, lock: threading.Lock, stop: threading.Event) -> None:
+        self.inner, self.lock, self.stop = inner, lock, stop
+
+    def _call(self, name: str, *args) -> None:
+        if self.stop.is_set() and name != "finish":
+            raise ChunkStopped
+        with self.lock:
+            getattr(self.inner, name)(*args)
+
+    def start(self, *args) -> None:
+        self._call("start", *args)
+
+    def update(self, *args) -> None:
+        self._call("update", *args)
+
+    def finish(self) -> None:
+        self._call("finish")
+
+
+def _side_by_side(queue: list[ChunkSpec], events, workers: int) -> None:
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    lock, stop = threading.Lock(), threading.Event()
+    running: dict = {}
+    with ThreadPoolExecutor(workers, thread_name_prefix="rulelab-chunk") as pool:
+        try:
+            while queue or running:
+                while queue and len(running) < workers:
+                    spec = queue.pop(0)
+                    with lock:
+                        events.started(spec)
+                        callbacks = _Guarded(events.chunk_progress(spec), lock, stop)
+                    running[pool.submit(_chunk_here, spec, callbacks)] = spec
+                done, _ = wait(running, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+                for future in done:
+                    spec = running.pop(future)
+                    outcomes = future.result()  # a lab error stops the sweep, as in sequence
+                    with lock:
+                        events.finished(spec, outcomes)
+        except BaseException:
+            stop.set()  # the others stop at their next epoch; their checkpoints stay
+            wait(running)
+            raise
 
 
 class RayUnavailable(RuntimeError):

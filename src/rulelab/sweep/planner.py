@@ -126,15 +126,23 @@ def consecutive(items: list, cap: int) -> list[list]:
 
 def plan_chunks(configs: Sequence, start_epochs: dict[str, int], *, max_members: int,
                 budget_bytes: int, micro_batch: int = 512, eval_chunk: int = 2048,
-                interleave_seeds: bool = True) -> tuple[list[ChunkPlan], dict[str, int]]:
+                interleave_seeds: bool = True, min_chunks: int = 1
+                ) -> tuple[list[ChunkPlan], dict[str, int]]:
     """Chunks in training order, and the memory cap on members per shape label.
 
     ``interleave_seeds`` (sweeps): seeds interleaved across cells and groups cut in equal
     parts, so the first chunks give an early rate for every cell. Off (``train``,
     ``reproduce``): each group keeps the order of the runs given and is cut in consecutive
     ensembles of the cap — the packing of a command line or a reproduction is its grid's.
+    ``min_chunks`` (chunks trained side by side): where the groups alone would make fewer
+    chunks, every ensemble is capped at ⌈runs / min_chunks⌉ members, so each worker gets one.
     """
     groups = group_runs(configs, start_epochs)
+    n_runs, spread = sum(len(g) for g in groups.values()), max_members
+    if min_chunks > 1 and n_runs:
+        natural = sum(math.ceil(len(g) / max_members) for g in groups.values())
+        if natural < min_chunks:
+            spread = min(max_members, math.ceil(n_runs / min_chunks))
     per_group: list[list[ChunkPlan]] = []
     caps: dict[str, int] = {}
     costs: dict[str, RunCost] = {}
@@ -147,7 +155,7 @@ def plan_chunks(configs: Sequence, start_epochs: dict[str, int], *, max_members:
         per_group.append([
             ChunkPlan(0, part, epoch, cost.member_bytes,
                       sum(cost.flops(c, epoch) for c in part), cost.passes(part[0], epoch))
-            for part in (even_split if interleave_seeds else consecutive)(runs, cap)
+            for part in (even_split if interleave_seeds else consecutive)(runs, min(cap, spread))
         ])
     chunks = []
     for round_ in range(max((len(g) for g in per_group), default=0)):

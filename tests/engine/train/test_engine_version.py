@@ -52,15 +52,20 @@ def _killed_at(lab: Lab, epoch: int, *, engine: int | None) -> dict:
     return saved
 
 
-def test_a_checkpoint_without_a_version_resumes_as_engine_1(tmp_path):
-    assert ENGINE_VERSION == LEGACY_ENGINE == 1  # engine 2 (issue 25) is written, not on
+def test_a_checkpoint_without_a_version_reads_as_engine_1_and_is_refused(tmp_path):
+    """Engine 1 trained on every core; engine 4 on one thread (rulelab.engine.threads): a
+    checkpoint written before versions existed is engine 1's, and resuming it moves numbers."""
+    assert LEGACY_ENGINE == 1 and ENGINE_VERSION == 4
     whole = Lab(tmp_path / "whole", create=True)
     run_configs([CFG], whole, experiment="t", settings=OPTS)
     lab = Lab(tmp_path / "lab", create=True)
     _killed_at(lab, 10, engine=None)
-    run_configs([CFG], lab, experiment="t", settings=OPTS)  # no refusal, no switch
+    with pytest.raises(StoreError, match="by engine version 1; this is engine version 4"):
+        run_configs([CFG], lab, experiment="t", settings=OPTS)
+    run_configs([CFG], lab, experiment="t", settings=OPTS.merged(allow_engine_change=True))
     (row,) = lab.runs_json()
-    assert row["engine_version"] == 1 and row["engine_switch"] is None
+    assert row["engine_version"] == 4 and row["engine_switch"] == "1 from epoch 0, 4 from epoch 10"
+    # (that checkpoint was written by this engine: the resumed run ends bitwise the same)
     pd.testing.assert_frame_equal(lab.read_metrics(), whole.read_metrics(), check_exact=True)
 
 
@@ -139,7 +144,7 @@ def test_the_compiled_engine_refuses_an_eager_checkpoint_and_falls_back_without_
     with pytest.raises(StoreError) as err:  # refused before any compile or write
         run_configs([CFG], lab, experiment="t", settings=OPTS.merged(engine="compiled"))
     line = str(err.value)
-    assert "engine version 1" in line and "engine version 3" in line
+    assert "engine version 4" in line and "engine version 5" in line
     assert "--engine eager" in line and "\n" not in line
     assert ckpt.read_bytes() == before and lab.status(CFG.run_id) == "pending"
     # Where nothing compiles, "compiled" trains with the eager engine: no refusal, recorded 1.

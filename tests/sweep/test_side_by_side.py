@@ -1,0 +1,109 @@
+"""Chunks trained side by side by the local executor (issue 25): the same numbers as one after
+another, the driver's events from its own thread only, the planner cutting ensembles so every
+worker gets a chunk, and an error in one chunk stopping the others at their next epoch."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from labs import TOY_TINY, metrics, registry, write
+from rulelab.settings import Settings
+from rulelab.store import Lab, StoreError
+from rulelab.sweep import LocalExecutor, executors, load_recipe, run_sweep
+from rulelab.sweep.driver import make_plan
+from rulelab.sweep.planner import plan_chunks
+from rulelab.sweep.progress import SweepProgress
+
+RECIPE = f"""\
+experiment: side
+task: toy
+base: {{{TOY_TINY}, epochs: 60}}
+grid:
+  noise: [0.1, 0.2]
+  weight_decay: [0.1, 0.3]
+seeds: 2
+"""
+pytestmark = pytest.mark.usefixtures("toy")
+
+
+class Events(SweepProgress):
+    """Records which thread the driver's progress hears from, and the order of chunk events."""
+
+    def __init__(self) -> None:
+        self.order: list[tuple[str, int]] = []
+        self.threads: set[str] = set()
+
+    def chunk_started(self, spec) -> None:
+        self.order.append(("start", spec.index))
+        self.threads.add(threading.current_thread().name)
+
+    def chunk_finished(self, spec, outcomes) -> None:
+        self.order.append(("end", spec.index))
+        self.threads.add(threading.current_thread().name)
+
+
+def _swept(tmp_path, name: str, workers: int, recipe_text: str = RECIPE, **settings):
+    recipe = load_recipe(write(tmp_path, name, recipe_text))
+    lab = Lab(tmp_path / name, create=True)
+    events = Events()
+    result = run_sweep(recipe, lab, recipe.execution.merged(**settings),
+                       LocalExecutor(workers), events, interleave_seeds=False)
+    return lab, result, events
+
+
+def test_side_by_side_equals_one_after_another(tmp_path):
+    one, r1, _ = _swept(tmp_path, "one", 1)
+    two, r2, events = _swept(tmp_path, "two", 2)
+    assert r1.done == r2.done == 8
+    assert [len(c.configs) for c in r1.plan.chunks] == [8]  # one ensemble holds them all
+    assert [len(c.configs) for c in r2.plan.chunks] == [4, 4]  # cut: a chunk per worker
+    pd.testing.assert_frame_equal(metrics(one.root), metrics(two.root), check_exact=True)
+    assert registry(one.root) == registry(two.root)
+    # both chunks ran at once, and the driver heard of them in its own thread only
+    assert events.order[:2] == [("start", 0), ("start", 1)]
+    assert events.threads == {threading.current_thread().name}
+
+
+def test_the_planner_cuts_ensembles_only_where_workers_would_idle():
+    recipe = load_recipe_text(RECIPE)
+    settings = Settings()
+    sizes = [len(c.configs) for c in make_plan(recipe, None, settings, workers=3).chunks]
+    assert sorted(sizes) == [2, 3, 3]
+    sizes = [len(c.configs) for c in make_plan(recipe, None, settings.merged(max_members=2),
+                                               workers=2).chunks]
+    assert sizes == [2, 2, 2, 2]  # enough chunks already: none is cut further
+    configs = recipe.configs()
+    chunks, caps = plan_chunks(configs, {}, max_members=64, budget_bytes=2**40, min_chunks=2)
+    assert [len(c.configs) for c in chunks] == [4, 4]
+    assert set(caps.values()) == {64}  # the cut is not reported as a memory cap
+
+
+def load_recipe_text(text: str):
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return load_recipe(write(Path(tmp), "r", text))
+
+
+def test_an_error_in_one_chunk_stops_the_others_at_their_next_epoch(tmp_path, monkeypatch):
+    real = executors.run_chunk
+
+    def run_chunk(spec, progress=None):
+        if spec.index == 0:
+            time.sleep(0.5)
+            raise StoreError("the lab's disk is full (simulated)")
+        return real(spec, progress)
+
+    monkeypatch.setattr(executors, "run_chunk", run_chunk)
+    long = RECIPE.replace("epochs: 60", "epochs: 100000")
+    t = time.monotonic()
+    with pytest.raises(StoreError, match="disk is full"):
+        _swept(tmp_path, "err", 2, long)
+    assert time.monotonic() - t < 60  # the other chunk did not train its 100,000 epochs
+    runs = registry(tmp_path / "err")
+    assert {status for status, _, _ in runs.values()} <= {"running", "pending"}
