@@ -138,6 +138,12 @@ class EnsembleTrainerBase(ABC):
             total += loss.detach().double()
         return total
 
+    @property
+    def step_examples(self) -> int:
+        """Examples per member in one optimizer step: the full batch, or a minibatch."""
+        N, bs = self.data.train_x.shape[1], getattr(self.cfg, "batch_size", 0)
+        return N if bs in (0, N) else bs
+
     def batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The epoch's batches: the full batch, or per-member shuffled minibatches."""
         data, bs = self.data, getattr(self.cfg, "batch_size", 0)
@@ -222,6 +228,9 @@ class EnsembleTrainerBase(ABC):
             "rows": list(self.rows[e]),
             "engine_version": self.engine_version,
             "engines": [list(p) for p in self.engines[e]],
+            # what cuts a step into passes (store.version.micro_batch_refusal): part of the numbers
+            "micro_batch": self.micro_batch,
+            "step_examples": self.step_examples,
         }
 
     def load_member_state(self, e: int, state: dict) -> None:

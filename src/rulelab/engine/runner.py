@@ -29,7 +29,7 @@ from rulelab.engine.live_metrics import MetricFlush
 from rulelab.engine.tracking import Tracker, track_epochs
 from rulelab.settings import Settings
 from rulelab.store import LabDir, StoreError, checkpoints
-from rulelab.store.version import ENGINE_VERSION, engine_of, engine_refusal
+from rulelab.store.version import ENGINE_VERSION, engine_of, engine_refusal, micro_batch_refusal
 from rulelab.study_registry import task
 
 
@@ -65,11 +65,15 @@ def engine_history(state: dict, current: int = ENGINE_VERSION) -> str:
 
 
 def engine_switches(files: LabDir, run_ids, allow: bool,
-                    current: int = ENGINE_VERSION) -> dict[str, str]:
+                    current: int = ENGINE_VERSION, micro_batch: int | None = None
+                    ) -> dict[str, str]:
     """``{run_id: engine history}`` for the runs whose checkpoint (past epoch 0) an engine
     version other than ``current`` wrote. Without ``allow`` the first one is refused:
-    :class:`StoreError`, one line naming both versions, before anything is trained.
-    Unreadable checkpoints are skipped (the driver restarts those runs)."""
+    :class:`StoreError`, one line naming both versions, before anything is trained. A
+    checkpoint trained in other micro-batches than ``micro_batch`` is refused whatever
+    ``allow`` says (:func:`~rulelab.store.version.micro_batch_refusal`: passing the recorded
+    size gives its numbers back). Unreadable checkpoints are skipped (the driver restarts those
+    runs)."""
     out = {}
     for run_id in run_ids:
         path = checkpoints.checkpoint_path(files.checkpoints_dir, run_id)
@@ -80,6 +84,8 @@ def engine_switches(files: LabDir, run_ids, allow: bool,
             epoch, recorded = int(state["epoch"]), engine_of(state)
         except Exception:  # noqa: BLE001 — damaged: judged by the driver's own check
             continue
+        if micro_batch is not None and (why := micro_batch_refusal(run_id, state, micro_batch)):
+            raise StoreError(why)
         if recorded == current or epoch == 0:
             continue
         if not allow:
@@ -112,6 +118,9 @@ def train_chunk(chunk, states, files: LabDir, settings: Settings,
                 and not settings.allow_engine_change:
             raise StoreError(engine_refusal(c.run_id, engine_of(state), int(state["epoch"]),
                                             current))
+        if state is not None and (why := micro_batch_refusal(c.run_id, state,
+                                                             settings.micro_batch)):
+            raise StoreError(why)
     trainer = trainer_class(chunk[0].task)(chunk, settings)
     for e, c in enumerate(chunk):
         if states.get(c.run_id) is not None:

@@ -60,6 +60,27 @@ def engine_refusal(run_id: str, recorded: int, epoch: int, current: int = ENGINE
             "(the switch is recorded on the run), or train it afresh in another lab")
 
 
+def micro_batch_refusal(run_id: str, state: dict, micro_batch: int) -> str | None:
+    """The one line refusing to resume ``run_id`` from checkpoint ``state`` in micro-batches of
+    ``micro_batch`` examples per member, or None where its steps would be cut as before.
+
+    A step's gradient is summed micro-batch by micro-batch (:mod:`rulelab.engine.base`), so
+    another micro-batch size sums it in another order: other numbers, as another engine would
+    give. What counts is the pass a step is cut into, ``min(micro_batch, examples per step)``;
+    a checkpoint that records neither (written before issue 25's engine 4) is not judged."""
+    recorded, step = state.get("micro_batch"), state.get("step_examples")
+    epoch = int(state.get("epoch", 0))
+    if recorded is None or step is None or epoch == 0:
+        return None
+    before, now = min(int(recorded), int(step)), min(int(micro_batch), int(step))
+    if before == now:
+        return None
+    return (f"run {run_id} was trained to epoch {epoch} in micro-batches of {before} examples "
+            f"per member; --micro-batch {micro_batch} would cut its steps in passes of {now} "
+            f"and sum their gradients in another order (other numbers): resume it with "
+            f"--micro-batch {recorded}, or train it afresh in another lab")
+
+
 def _same_engine(version_: int) -> str:
     """How to pick engine ``version_`` again, where ``Settings.engine`` still offers it."""
     names = [name for name, v in ENGINES.items() if v == version_]

@@ -163,7 +163,8 @@ def _engine_switches(lab: Lab, configs, unusable: dict, settings: Settings) -> d
     statuses = lab.statuses([c.run_id for c in configs])
     return engine_switches(lab, [c.run_id for c in configs if c.run_id not in unusable
                                  and statuses.get(c.run_id) not in FINISHED],
-                           settings.allow_engine_change, engine_in_use(settings))
+                           settings.allow_engine_change, engine_in_use(settings),
+                           settings.micro_batch)
 
 
 def _warn(line: str) -> None:

@@ -155,3 +155,39 @@ def test_the_compiled_engine_refuses_an_eager_checkpoint_and_falls_back_without_
     (row,) = lab.runs_json()
     assert row["status"] == "done" and row["engine_version"] == ENGINE_VERSION
     assert row["engine_switch"] is None
+
+
+def test_resume_in_other_micro_batches_is_refused_where_they_cut_steps_otherwise(tmp_path):
+    """A step's gradient is summed pass by pass: another --micro-batch is another order."""
+    whole = Lab(tmp_path / "whole", create=True)
+    run_configs([CFG], whole, experiment="t", settings=OPTS)
+    lab = Lab(tmp_path / "lab", create=True)
+    saved = _killed_at(lab, 10, engine=ENGINE_VERSION)  # passes of 64 of the 128 examples
+    assert saved["micro_batch"] == 64 and saved["step_examples"] == 128
+    for other in (32, 128, 4096):  # 128 and more: one pass a step, not two
+        with pytest.raises(StoreError) as err:
+            run_configs([CFG], lab, experiment="t", settings=OPTS.merged(micro_batch=other))
+        line = str(err.value)
+        assert "\n" not in line and "micro-batches of 64" in line
+        assert f"--micro-batch {other}" in line and "resume it with --micro-batch 64" in line
+    assert lab.status(CFG.run_id) == "pending" and not list(lab.metrics_dir.glob("*.parquet"))
+    run_configs([CFG], lab, experiment="t", settings=OPTS)
+    pd.testing.assert_frame_equal(lab.read_metrics(), whole.read_metrics(), check_exact=True)
+
+
+def test_micro_batches_past_the_step_are_all_one_pass(tmp_path):
+    one_pass = Settings(micro_batch=128)
+    lab = Lab(tmp_path / "lab", create=True)
+    trainer, saved = ToyTrainer([CFG], one_pass), {}
+
+    def stop(tr, _evaluated) -> None:
+        if tr.epoch == 10:
+            saved.update(tr.member_state(0))
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        trainer.fit(on_epoch=stop)
+    lab.register([(CFG.run_id, CFG.flat())], "t")
+    lab.save_checkpoint(CFG.run_id, saved)
+    run_configs([CFG], lab, experiment="t", settings=Settings(micro_batch=5000))  # not refused
+    assert lab.status(CFG.run_id) == "done"
