@@ -40,12 +40,12 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--layers", type=int, default=2)
     # The ladder's rungs (issue 25 goal 4) change the shape and the data; defaults: the paper's.
-    for flag in ("d_model", "d_mlp", "n_train", "heads"):
+    for flag in ("d_model", "d_mlp", "n_train", "heads", "eval_every"):
         ap.add_argument(f"--{flag.replace('_', '-')}", type=int, default=None)
     ap.add_argument("--ratio", type=float, default=None)
     args = ap.parse_args()
-    shape = {k: getattr(args, k) for k in ("d_model", "d_mlp", "n_train", "heads", "ratio")
-             if getattr(args, k) is not None}
+    shape = {k: getattr(args, k) for k in ("d_model", "d_mlp", "n_train", "heads", "ratio",
+                                           "eval_every") if getattr(args, k) is not None}
     results = []
     for seed in range(args.seeds):
         c = MPSPRunConfig(layers=args.layers, seed=seed, epochs=args.epochs, **shape)
