@@ -60,7 +60,7 @@ class EnsembleTrainerBase(ABC):
         self.device = torch.device(self.options.device)
         self.data = self.build_data()
         self.model = self.build_model().to(self.device)
-        self.engine_version = engine_in_use(self.options)  # what trains: recorded per member
+        self.engine_version = engine_in_use(self.options, self.cfg)  # recorded per member
         if hasattr(self.model, "engine"):  # the numerics this engine version computes
             self.model.engine = self.engine_version
         # The micro-batch step: the task's loss, compiled whole under the compiled engine.

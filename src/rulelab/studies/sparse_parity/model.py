@@ -9,6 +9,16 @@ so the weight mass on the support is ``W₁[:, :, S]``), ``b₁ [E, M]``, ``w₂
 ``±init_scale/√fan_in`` — from its own generator seeded with its ``seed``. Hook points:
 ``hook_pre``, ``hook_post`` (``[E, B, M]``) and ``hook_out`` (``[E, B]``).
 
+Its eager numerics are engine version 4 (:data:`EnsembleParityMLP.eager_engine`,
+:mod:`rulelab.store.version`; issue 25), so that a member equals its solo run bitwise on the CPU
+at any thread count. Engine 1 computed the readout as ``torch.bmm(h, w₂)``, a matrix–vector
+product that MKL rounds otherwise for one member than for several (outputs off by ~1e-7, Adam
+weights by ulps); and with more than one thread, MKL splits a lone member's ``W₁`` product (and
+its gradient) across threads while an ensemble runs each member's on one. Engine 4 sums the
+readout ``h ⊙ w₂`` over M elementwise, and computes a lone member's ``W₁`` product beside a
+detached copy of itself (:func:`first_layer`), which costs that product twice for a solo run
+only. The compiled engine (3) still traces engine 1's forward, so its numbers do not move.
+
 Transformer: :class:`rulelab.models.transformer.EnsembleTransformer` with vocabulary {0, 1}
 (bit −1 → token 0, +1 → token 1), ``n`` positions after CLS and two classes read at CLS; the
 output is the logit difference ``f = z₁ − z₀`` (so the logistic loss on f equals two-class
@@ -26,10 +36,31 @@ from torch import nn
 
 from rulelab.models.hooks import HookedEnsemble, HookPoint
 from rulelab.models.transformer import EnsembleTransformer, TransformerShape
+from rulelab.store.version import COMPILED_ENGINE, ENGINE_VERSION
+
+
+def first_layer(x: torch.Tensor, W1: torch.Tensor) -> torch.Tensor:
+    """``x [E, B, n] @ W₁ᵀ → [E, B, M]``, each member's product rounded as in any ensemble of
+    two or more: MKL runs an ensemble's per-member products one thread each, but a lone
+    member's one product on every thread, splitting its sums otherwise (measured: off by
+    ~2e-7, and its ``W₁`` gradient by ~1e-6, at 2 threads). So ``E = 1`` is computed as member
+    0 of two, beside a detached copy that receives no gradient."""
+    if W1.shape[0] == 1:
+        pair = torch.cat([W1, W1.detach()])  # [2, M, n]
+        return torch.bmm(torch.cat([x, x]), pair.transpose(1, 2))[:1]
+    return torch.bmm(x, W1.transpose(1, 2))
 
 
 class EnsembleParityMLP(HookedEnsemble):
-    """``E`` two-layer ReLU networks on ±1 inputs: ``x [E, B, n]`` → ``f [E, B]``."""
+    """``E`` two-layer ReLU networks on ±1 inputs: ``x [E, B, n]`` → ``f [E, B]``.
+
+    ``eager_engine`` is the engine version of its eager numerics (what :func:`eager_engine`
+    declares for the study's task); ``engine`` is the version in use, set by the trainer
+    (:func:`rulelab.engine.compiled.engine_in_use`): under the compiled engine the forward is
+    engine 1's."""
+
+    eager_engine = 4  # store.version: engine 1 but E-invariant (elementwise readout, paired W₁)
+    engine = eager_engine
 
     def __init__(self, n_members: int, n_bits: int, width: int, bias: bool = True) -> None:
         super().__init__()
@@ -66,14 +97,25 @@ class EnsembleParityMLP(HookedEnsemble):
         return self.W1
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        pre = torch.bmm(x, self.W1.transpose(1, 2))  # [E, B, M]
+        legacy = self.engine == COMPILED_ENGINE  # engine 3 compiles engine 1's forward
+        pre = (torch.bmm(x, self.W1.transpose(1, 2)) if legacy
+               else first_layer(x, self.W1))  # [E, B, M]
         if self.b1 is not None:
             pre = pre + self.b1.unsqueeze(1)
         h = self.hook_post(F.relu(self.hook_pre(pre)))
-        out = torch.bmm(h, self.w2.unsqueeze(-1)).squeeze(-1)  # [E, B]
+        if legacy:
+            out = torch.bmm(h, self.w2.unsqueeze(-1)).squeeze(-1)  # [E, B]
+        else:  # a sum over M per (member, example), whatever E: its w₂ gradient sums over B
+            out = (h * self.w2.unsqueeze(1)).sum(-1)  # [E, B]
         if self.b2 is not None:
             out = out + self.b2.unsqueeze(1)
         return self.hook_out(out)
+
+
+def eager_engine(cfg) -> int:
+    """The engine version the eager engine trains ``cfg`` with (``Task.eager_engine``): the
+    MLP's own; the transformer is study S's network, engine 1's numerics."""
+    return EnsembleParityMLP.eager_engine if cfg.model == "mlp" else ENGINE_VERSION
 
 
 def transformer_shape(cfg) -> TransformerShape:
