@@ -35,7 +35,7 @@ import warnings
 import torch
 
 from rulelab.store.version import COMPILED_ENGINE, ENGINE_VERSION, ENGINES
-from rulelab.study_registry import task
+from rulelab.study_registry import tasks
 
 # Inductor options of every compiled step: single-threaded C++ kernels (member ≡ solo, above).
 INDUCTOR_OPTIONS = {"cpp.threads": 1}
@@ -65,8 +65,9 @@ def compile_unavailable(device_type: str) -> str | None:
 def eager_engine(config=None) -> int:
     """The engine version the eager engine trains ``config`` with: the one its task declares
     for it (``Task.eager_engine``: a model whose eager numerics moved on alone), else — and
-    for no config — :data:`~rulelab.store.version.ENGINE_VERSION`."""
-    declared = None if config is None else task(config.task).eager_engine_of(config)
+    for no config, or a trainer of a task not in the registry — :data:`ENGINE_VERSION`."""
+    spec = None if config is None else tasks().get(getattr(config, "task", None))
+    declared = None if spec is None else spec.eager_engine_of(config)
     return ENGINE_VERSION if declared is None else declared
 
 

@@ -21,6 +21,7 @@ MLP = SparseParityRunConfig(n_bits=10, k=3, width=16, batch_size=16, epochs=6, e
                             n_eval=64, seed=1)
 TRANSFORMER = SparseParityRunConfig(n_bits=10, k=3, model="transformer", layers=1, heads=2,
                                     d_model=8, d_mlp=16, batch_size=16, epochs=2, n_eval=64)
+ENGINE_4 = EnsembleParityMLP.eager_engine  # (4: asserted once below, named as a constant)
 S_RUN = MPSPRunConfig(seq_len=5, vocab=12, n_train=96, n_eval=40, d_model=8, d_mlp=16, heads=2,
                       layers=1, epochs=2)
 
@@ -66,14 +67,30 @@ def test_aligned_rows_give_a_member_the_same_softplus_in_any_ensemble():
 
 
 def test_the_mlp_alone_has_engine_4_its_transformer_and_study_s_engine_1():
-    assert EnsembleParityMLP.eager_engine == 4 != ENGINE_VERSION == 1
+    assert ENGINE_4 == 4 != ENGINE_VERSION == 1
     assert eager_engine(MLP) == 4 and eager_engine(TRANSFORMER) == eager_engine(S_RUN) == 1
     assert engines_for(MLP) == {"eager": 4, "compiled": COMPILED_ENGINE}
     assert engine_in_use(Settings(), MLP) == 4 and engine_in_use(Settings(), S_RUN) == 1
     trainer = SparseParityTrainer([MLP])
     assert trainer.engine_version == trainer.model.engine == 4 and trainer.aligned_loss
     assert trainer.member_state(0)["engines"] == [[0, 4]]
-    assert SparseParityTrainer([TRANSFORMER]).engine_version == 1
+    transformer = SparseParityTrainer([TRANSFORMER])
+    assert transformer.engine_version == 1 and not transformer.aligned_loss
+
+
+def test_the_compiled_engine_still_traces_engine_1s_forward():
+    """Engine 3's numbers do not move with engine 4: under it the MLP computes engine 1's
+    forward (the bmm readout, the lone W₁ product unpaired)."""
+    x = torch.randint(0, 2, (1, 17, 11), generator=torch.Generator().manual_seed(0)).float() * 2 - 1
+    model = EnsembleParityMLP(1, 11, 33).init_weights([0])
+    W1, b1, w2, b2 = model.W1, model.b1, model.w2, model.b2
+    pre = torch.relu(torch.bmm(x, W1.transpose(1, 2)) + b1.unsqueeze(1))
+    engine_1 = torch.bmm(pre, w2.unsqueeze(-1)).squeeze(-1) + b2.unsqueeze(1)
+    model.engine = COMPILED_ENGINE
+    assert torch.equal(model(x), engine_1)
+    model.engine = ENGINE_4
+    assert not torch.equal(model(x), engine_1)  # the elementwise readout rounds otherwise here
+    torch.testing.assert_close(model(x), engine_1)  # the same function
 
 
 def test_runs_record_their_models_engine_version(tmp_path):
@@ -82,9 +99,9 @@ def test_runs_record_their_models_engine_version(tmp_path):
     run_configs([S_RUN], lab, experiment="s")
     rows = {r["run_id"]: r for r in lab.runs_json()}
     assert {rid: r["status"] for rid, r in rows.items()} == dict.fromkeys(rows, "done")
-    assert rows[MLP.run_id]["engine_version"] == 4
+    assert rows[MLP.run_id]["engine_version"] == ENGINE_4
     assert rows[TRANSFORMER.run_id]["engine_version"] == rows[S_RUN.run_id]["engine_version"] == 1
-    assert lab.load_checkpoint(MLP.run_id)["engine_version"] == 4
+    assert lab.load_checkpoint(MLP.run_id)["engine_version"] == ENGINE_4
 
 
 class _Stop(Exception):
@@ -117,22 +134,23 @@ def test_an_engine_1_mlp_run_is_refused_on_resume_unless_allowed(tmp_path):
     with pytest.raises(StoreError) as err:
         run_configs([MLP], lab, experiment="t")
     line = str(err.value)
-    assert line == engine_refusal(MLP.run_id, 1, 3, 4, engines_for(MLP))
-    assert "engine version 1" in line and "engine version 4" in line and "\n" not in line
-    # --engine eager trains this model with 4 now: no name brings engine 1 back
+    assert line == engine_refusal(MLP.run_id, 1, 3, ENGINE_4, engines_for(MLP))
+    assert "engine version 1" in line and f"engine version {ENGINE_4}" in line
+    assert "\n" not in line
+    # --engine eager trains this model with engine 4 now: no name brings engine 1 back
     assert "--engine" not in line and "--allow-engine-change" in line
     assert ckpt.read_bytes() == before and lab.status(MLP.run_id) == "pending"
     # allowed: trained on by engine 4, the switch recorded
     run_configs([MLP], lab, experiment="t", settings=Settings(allow_engine_change=True))
     (row,) = lab.runs_json()
-    assert row["status"] == "done" and row["engine_version"] == 4
-    assert row["engine_switch"] == "1 from epoch 0, 4 from epoch 3"
-    assert lab.load_checkpoint(MLP.run_id)["engines"] == [[0, 1], [3, 4]]
+    assert row["status"] == "done" and row["engine_version"] == ENGINE_4
+    assert row["engine_switch"] == f"1 from epoch 0, {ENGINE_4} from epoch 3"
+    assert lab.load_checkpoint(MLP.run_id)["engines"] == [[0, 1], [3, ENGINE_4]]
 
 
 def test_the_hint_names_the_engine_that_still_gives_the_recorded_version():
     # an MLP run the compiled engine trained (3), resumed eagerly (4): --engine compiled
-    line = engine_refusal("abc", COMPILED_ENGINE, 40, 4, engines_for(MLP))
+    line = engine_refusal("abc", COMPILED_ENGINE, 40, ENGINE_4, engines_for(MLP))
     assert "resume it with --engine compiled" in line
     # a transformer run at 1 resumed under 3: --engine eager still gives it 1
     assert "--engine eager" in engine_refusal("abc", 1, 40, 3, engines_for(TRANSFORMER))
