@@ -78,7 +78,8 @@ class Settings(StrictTypes):
                                 json_schema_extra={"unset": "the usable CPU cores on the CPU, "
                                                    "1 on a GPU"})
     quiet: bool = Field(False, description=QUIET_HELP)
-    # "eager" (engine 1), or "compiled" (engine 3, opt-in, issue 25): each micro-batch's forward
+    # "eager" (engine 1, or the eager version a task declares for a model: Task.eager_engine),
+    # or "compiled" (engine 3, opt-in, issue 25): each micro-batch's forward
     # and backward compiled whole by torch.compile (rulelab.engine.compiled). Changes the numbers
     # (rounding), so the engine version is recorded on the run; falls back to eager, with a
     # one-line notice, where no compiler is found.

@@ -112,9 +112,19 @@ class Task:
     # member initialized from its config's seed (``data``: for a model that reads its input
     # width from the data)
     model_builder: str | None = None
+    # "module:function": f(cfg) → the engine version the eager engine trains ``cfg`` with, for
+    # a model whose eager numerics moved on alone (issue 25: a new engine version for one model,
+    # :mod:`rulelab.store.version`); a function of the shape fields. None: every config trains
+    # with the default eager engine (``ENGINE_VERSION``)
+    eager_engine: str | None = None
 
     def trainer_class(self) -> type:
         return resolve(self.trainer)
+
+    def eager_engine_of(self, cfg) -> int | None:
+        """The eager engine version ``cfg`` declares (:attr:`eager_engine`), or None: the
+        default one."""
+        return None if self.eager_engine is None else int(resolve(self.eager_engine)(cfg))
 
     def build_data(self, configs: Sequence, device: Any):
         """The stacked data of shape-compatible ``configs`` (see :attr:`data_builder`)."""

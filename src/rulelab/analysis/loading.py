@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
+from rulelab.engine.compiled import eager_engine
 from rulelab.engine.groups import plan_ensembles
 from rulelab.store import Lab, StoreError
-from rulelab.store.version import ENGINE_VERSION
 from rulelab.study_registry import config_from_flat
 from rulelab.study_registry import task as declared_task
 
@@ -52,8 +52,8 @@ def build_ensemble(configs: Sequence, device: str | torch.device = "cpu"
     spec, device = declared_task(configs[0].task), torch.device(device)
     data = spec.build_data(list(configs), device)
     model = spec.build_model(list(configs), data).to(device)
-    if hasattr(model, "engine"):
-        model.engine = ENGINE_VERSION
+    if hasattr(model, "engine"):  # the eager numerics (a model may declare its own version)
+        model.engine = eager_engine(configs[0])
     return data, model
 
 

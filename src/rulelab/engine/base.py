@@ -61,7 +61,7 @@ class EnsembleTrainerBase(ABC):
         self.device = torch.device(self.options.device)
         self.data = self.build_data()
         self.model = self.build_model().to(self.device)
-        self.engine_version = engine_in_use(self.options)  # what trains: recorded per member
+        self.engine_version = engine_in_use(self.options, self.cfg)  # recorded per member
         if hasattr(self.model, "engine"):  # the numerics this engine version computes
             self.model.engine = self.engine_version
         # The micro-batch step: the task's loss, compiled whole under the compiled engine.
@@ -140,8 +140,12 @@ class EnsembleTrainerBase(ABC):
 
     @property
     def step_examples(self) -> int:
-        """Examples per member in one optimizer step: the full batch, or a minibatch."""
-        N, bs = self.data.train_x.shape[1], getattr(self.cfg, "batch_size", 0)
+        """Examples per member in one optimizer step: the full batch, or a minibatch (a task
+        that draws fresh examples every step has no training set: its batch)."""
+        bs, train_x = getattr(self.cfg, "batch_size", 0), getattr(self.data, "train_x", None)
+        if train_x is None:
+            return bs
+        N = train_x.shape[1]
         return N if bs in (0, N) else bs
 
     def batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:

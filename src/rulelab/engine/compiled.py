@@ -20,9 +20,10 @@ few fused loops. The transformer traces
   compile to other kernels than any larger ensemble — other fusions, and so another summation
   order (seen in a LayerNorm bias gradient). Paired, it runs exactly the kernels of an
   ensemble of two, at twice the cost.
-- **Fallback**: where no compiler is found, the engine in use is the eager one (version 1),
-  with a one-line notice. It is decided before any run is marked running, so the engine
-  recorded on a run is always the one that trained it.
+- **Fallback**: where no compiler is found, the engine in use is the eager one (version 1,
+  or the one a model declares: :func:`eager_engine`), with a one-line notice. It is decided
+  before any run is marked running, so the engine recorded on a run is always the one that
+  trained it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import warnings
 import torch
 
 from rulelab.store.version import COMPILED_ENGINE, ENGINE_VERSION, ENGINES
+from rulelab.study_registry import tasks
 
 # Inductor options of every compiled step: single-threaded C++ kernels (member ≡ solo, above).
 INDUCTOR_OPTIONS = {"cpp.threads": 1}
@@ -60,18 +62,35 @@ def compile_unavailable(device_type: str) -> str | None:
     return f"inductor does not compile for {device_type}"
 
 
-def engine_in_use(settings) -> int:
-    """The engine version ``settings`` train with: ``ENGINES[settings.engine]``. The compiled
-    engine falls back to the eager one where :func:`compile_unavailable`."""
-    version = ENGINES[settings.engine]
+def eager_engine(config=None) -> int:
+    """The engine version the eager engine trains ``config`` with: the one its task declares
+    for it (``Task.eager_engine``: a model whose eager numerics moved on alone), else — and
+    for no config, or a trainer of a task not in the registry — :data:`ENGINE_VERSION`."""
+    spec = None if config is None else tasks().get(getattr(config, "task", None))
+    declared = None if spec is None else spec.eager_engine_of(config)
+    return ENGINE_VERSION if declared is None else declared
+
+
+def engines_for(config=None) -> dict[str, int]:
+    """``{Settings.engine: engine version}`` for ``config``: :data:`ENGINES` with its eager
+    engine's version (:func:`eager_engine`)."""
+    return {**ENGINES, "eager": eager_engine(config)}
+
+
+def engine_in_use(settings, config=None) -> int:
+    """The engine version ``settings`` train ``config`` with: ``engines_for(config)
+    [settings.engine]``. The compiled engine falls back to the eager one where
+    :func:`compile_unavailable`."""
+    version = engines_for(config)[settings.engine]
     if version != COMPILED_ENGINE:
         return version
     why = compile_unavailable(torch.device(settings.device).type)
     if why is None:
         return version
+    eager = eager_engine(config)
     _notice(f"engine compiled unavailable ({why}): training with the eager engine "
-            f"(engine version {ENGINE_VERSION})")
-    return ENGINE_VERSION
+            f"(engine version {eager})")
+    return eager
 
 
 @functools.cache

@@ -9,8 +9,9 @@ the same epoch with the same shapes form one ensemble again. Because a member's 
 depend on the ensemble it sits in, a killed-and-resumed run ends with exactly the metrics of an
 uninterrupted one (DESIGN §1, §3) — within one engine version: a checkpoint another engine
 version wrote is refused (one line naming both) unless ``allow_engine_change``, which records
-the switch (:func:`engine_switches`, issue 25). The engine is the one the settings train with
-(:func:`rulelab.engine.compiled.engine_in_use`: ``Settings.engine``).
+the switch (:func:`engine_switches`, issue 25). The engine is the one the settings train the
+chunk's configs with (:func:`rulelab.engine.compiled.engine_in_use`: ``Settings.engine``, and
+the eager engine version the task declares for them).
 """
 
 from __future__ import annotations
@@ -23,13 +24,19 @@ import pandas as pd
 import torch
 
 from rulelab.engine.base import EnsembleTrainerBase
-from rulelab.engine.compiled import engine_in_use
+from rulelab.engine.compiled import engine_in_use, engines_for
 from rulelab.engine.groups import group_runs, plan_ensembles
 from rulelab.engine.live_metrics import MetricFlush
 from rulelab.engine.tracking import Tracker, track_epochs
 from rulelab.settings import Settings
 from rulelab.store import LabDir, StoreError, checkpoints
-from rulelab.store.version import ENGINE_VERSION, engine_of, engine_refusal, micro_batch_refusal
+from rulelab.store.version import (
+    ENGINE_VERSION,
+    ENGINES,
+    engine_of,
+    engine_refusal,
+    micro_batch_refusal,
+)
 from rulelab.study_registry import task
 
 
@@ -64,16 +71,17 @@ def engine_history(state: dict, current: int = ENGINE_VERSION) -> str:
     return ", ".join(f"{v} from epoch {ep}" for ep, v in engines)
 
 
-def engine_switches(files: LabDir, run_ids, allow: bool,
-                    current: int = ENGINE_VERSION, micro_batch: int | None = None
+def engine_switches(files: LabDir, run_ids, allow: bool, current: int = ENGINE_VERSION,
+                    engines: dict[str, int] = ENGINES, micro_batch: int | None = None
                     ) -> dict[str, str]:
     """``{run_id: engine history}`` for the runs whose checkpoint (past epoch 0) an engine
     version other than ``current`` wrote. Without ``allow`` the first one is refused:
-    :class:`StoreError`, one line naming both versions, before anything is trained. A
-    checkpoint trained in other micro-batches than ``micro_batch`` is refused whatever
-    ``allow`` says (:func:`~rulelab.store.version.micro_batch_refusal`: passing the recorded
-    size gives its numbers back). Unreadable checkpoints are skipped (the driver restarts those
-    runs)."""
+    :class:`StoreError`, one line naming both versions, before anything is trained
+    (``engines``: the versions ``Settings.engine`` trains these runs with,
+    :func:`~rulelab.engine.compiled.engines_for`). A checkpoint trained in other micro-batches
+    than ``micro_batch`` is refused whatever ``allow`` says
+    (:func:`~rulelab.store.version.micro_batch_refusal`: passing the recorded size gives its
+    numbers back). Unreadable checkpoints are skipped (the driver restarts those runs)."""
     out = {}
     for run_id in run_ids:
         path = checkpoints.checkpoint_path(files.checkpoints_dir, run_id)
@@ -89,7 +97,7 @@ def engine_switches(files: LabDir, run_ids, allow: bool,
         if recorded == current or epoch == 0:
             continue
         if not allow:
-            raise StoreError(engine_refusal(run_id, recorded, epoch, current))
+            raise StoreError(engine_refusal(run_id, recorded, epoch, current, engines))
         out[run_id] = engine_history(state, current)
     return out
 
@@ -111,13 +119,13 @@ def train_chunk(chunk, states, files: LabDir, settings: Settings,
     ``on_start`` runs once the trainer is built, before the first epoch.
     """
     progress = progress or EpochProgress()
-    current = engine_in_use(settings)
+    current = engine_in_use(settings, chunk[0])  # one shape: one engine for every member
     for c in chunk:  # before any work: a state of another engine only where allowed
         state = states.get(c.run_id)
         if state is not None and state["epoch"] > 0 and engine_of(state) != current \
                 and not settings.allow_engine_change:
             raise StoreError(engine_refusal(c.run_id, engine_of(state), int(state["epoch"]),
-                                            current))
+                                            current, engines_for(c)))
         if state is not None and (why := micro_batch_refusal(c.run_id, state,
                                                              settings.micro_batch)):
             raise StoreError(why)

@@ -14,7 +14,7 @@ One writer (the driver process); readers may run concurrently.
   not hash to its run id (:func:`rulelab.config.stable_hash`, how run ids are made), is left
   out of :meth:`Registry.rows` and reported through ``on_bad``.
 - ``engine_version`` is the engine version that last trained a run
-  (:data:`rulelab.store.version.ENGINE_VERSION`) and ``engine_switch`` says where a run
+  (:mod:`rulelab.store.version`) and ``engine_switch`` says where a run
   resumed under another one (``--allow-engine-change``, issue 25). A registry written before
   these columns existed is read as it is (a trained run without a version reads as 1) and
   gains them at its next write.

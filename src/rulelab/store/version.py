@@ -8,7 +8,10 @@ git checkout or git is unavailable.
 An engine version numbers the training numerics: same config + seed + engine version → the
 same numbers, bitwise on the CPU. :data:`ENGINE_VERSION` is the default (eager) engine's; it is
 bumped by every change that moves a number (a fused kernel, another summation order), never
-otherwise. ``Settings.engine`` picks the engine a run trains with (:data:`ENGINES`); the
+otherwise. A change that moves the numbers of one model only is a new version for that model
+alone: its task declares the eager engine version of its configs (``Task.eager_engine``;
+:func:`rulelab.engine.compiled.eager_engine`), and every other model keeps its numbers and
+its version. ``Settings.engine`` picks the engine a run trains with (:data:`ENGINES`); the
 version it trained under is recorded on the run and in its checkpoint. A checkpoint written
 before engine versions existed carries none and reads as version 1.
 
@@ -27,6 +30,11 @@ before engine versions existed carries none and reads as version 1.
   thread count, so engine 1's numbers depended on the machine (unrecorded). The default now.
 - 5: engine 3's (compiled) on one CPU thread: its weight matmuls were multi-threaded library
   calls. On CUDA, 4 and 5 compute what 1 and 3 did.
+- 6: engine 4 with sparse parity's MLP readout as an elementwise product summed over M, a lone
+  member's first-layer product computed beside a copy of itself and the logistic loss on
+  member-aligned rows: member ≡ solo bitwise (engine 4's ``bmm`` readout rounded otherwise for
+  one member than for several). The eager engine of that model only
+  (``rulelab.studies.sparse_parity.model``); every other model's is 4.
 """
 
 from __future__ import annotations
@@ -52,12 +60,15 @@ def engine_of(state: dict | None) -> int:
     return int(state.get("engine_version", LEGACY_ENGINE))
 
 
-def engine_refusal(run_id: str, recorded: int, epoch: int, current: int = ENGINE_VERSION) -> str:
-    """The one line refusing to resume ``run_id`` under engine version ``current``."""
+def engine_refusal(run_id: str, recorded: int, epoch: int, current: int = ENGINE_VERSION,
+                   engines: dict[str, int] = ENGINES) -> str:
+    """The one line refusing to resume ``run_id`` under engine version ``current``;
+    ``engines`` maps ``Settings.engine`` to the version it trains this run's config with
+    (:func:`rulelab.engine.compiled.engines_for`)."""
     return (f"run {run_id} was trained to epoch {epoch} by engine version {recorded}; this is "
             f"engine version {current}, whose numbers differ: resuming it would mix "
-            f"both; {_same_engine(recorded)}pass --allow-engine-change to resume it anyway "
-            "(the switch is recorded on the run), or train it afresh in another lab")
+            f"both; {_same_engine(recorded, engines)}pass --allow-engine-change to resume it "
+            "anyway (the switch is recorded on the run), or train it afresh in another lab")
 
 
 def micro_batch_refusal(run_id: str, state: dict, micro_batch: int) -> str | None:
@@ -81,9 +92,10 @@ def micro_batch_refusal(run_id: str, state: dict, micro_batch: int) -> str | Non
             f"--micro-batch {recorded}, or train it afresh in another lab")
 
 
-def _same_engine(version_: int) -> str:
-    """How to pick engine ``version_`` again, where ``Settings.engine`` still offers it."""
-    names = [name for name, v in ENGINES.items() if v == version_]
+def _same_engine(version_: int, engines: dict[str, int]) -> str:
+    """How to pick engine ``version_`` again, where ``Settings.engine`` still offers it for
+    this run (an engine a model's own version replaced is offered by no name)."""
+    names = [name for name, v in engines.items() if v == version_]
     return f"resume it with --engine {names[0]}, or " if names else ""
 
 

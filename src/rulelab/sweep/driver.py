@@ -155,16 +155,24 @@ def run_sweep(recipe: Recipe, lab: Lab, settings: Settings, executor=None, progr
 
 
 def _engine_switches(lab: Lab, configs, unusable: dict, settings: Settings) -> dict[str, str]:
-    """:func:`rulelab.engine.runner.engine_switches` of the unfinished runs under the engine
-    ``settings`` train with (a refusal raises before anything is written)."""
-    from rulelab.engine.compiled import engine_in_use  # torch: only where runs train
+    """:func:`rulelab.engine.runner.engine_switches` of the unfinished runs, each under the
+    engine ``settings`` train its config with (a model may have its own eager engine version;
+    a refusal raises before anything is written)."""
+    from rulelab.engine.compiled import eager_engine, engine_in_use, engines_for  # torch
     from rulelab.engine.runner import engine_switches
 
     statuses = lab.statuses([c.run_id for c in configs])
-    return engine_switches(lab, [c.run_id for c in configs if c.run_id not in unusable
-                                 and statuses.get(c.run_id) not in FINISHED],
-                           settings.allow_engine_change, engine_in_use(settings),
-                           settings.micro_batch)
+    groups: dict[int, list] = {}  # eager engine version → its unfinished configs
+    for c in configs:
+        if c.run_id not in unusable and statuses.get(c.run_id) not in FINISHED:
+            groups.setdefault(eager_engine(c), []).append(c)
+    switches = {}
+    for group in groups.values():
+        switches.update(engine_switches(lab, [c.run_id for c in group],
+                                        settings.allow_engine_change,
+                                        engine_in_use(settings, group[0]),
+                                        engines_for(group[0]), settings.micro_batch))
+    return switches
 
 
 def _warn(line: str) -> None:
@@ -205,7 +213,7 @@ class _Events:
         from rulelab.engine.compiled import engine_in_use  # torch: only where runs train
 
         self.lab.mark_running(spec.run_ids, self.settings.device_label,
-                              engine_in_use(self.settings))
+                              engine_in_use(self.settings, spec.configs[0]))
         self.progress.chunk_started(spec)
 
     def chunk_progress(self, spec: ChunkSpec):

@@ -12,7 +12,8 @@ from rulelab.studies.shortcut_saturation.trainer import MPSPTrainer
 
 
 def test_member_equals_alone_to_the_last_bit_with_padded_batches(monkeypatch):
-    monkeypatch.setattr(rulelab.engine.base, "engine_in_use", lambda s: FAST_ATTENTION_ENGINE)
+    monkeypatch.setattr(rulelab.engine.base, "engine_in_use",
+                        lambda s, c=None: FAST_ATTENTION_ENGINE)
     # 200 examples in micro-batches of 96 end with one of 8; 70 eval examples in chunks of 48
     # end with 22: both padded; three members, so no member's slice starts on a 16 boundary
     # by accident of the ensemble's size.

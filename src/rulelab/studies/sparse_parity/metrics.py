@@ -25,16 +25,32 @@ import torch
 import torch.nn.functional as F
 
 LOSSES = ("hinge", "logistic")
+ROW_BLOCK = 64  # elements: a multiple of every CPU kernel's vector block (AVX-512: 2 × 16 floats)
 
 
-def per_example_loss(kind: str, f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``f, y [E, B]`` → ``[E, B]`` hinge or logistic loss of the margin ``y f``."""
+def per_example_loss(kind: str, f: torch.Tensor, y: torch.Tensor, *,
+                     aligned: bool = False) -> torch.Tensor:
+    """``f, y [E, B]`` → ``[E, B]`` hinge or logistic loss of the margin ``y f``; ``aligned``
+    (engine 6, the MLP's: :mod:`.model`) computes the logistic loss on :func:`aligned_rows`.
+    The hinge needs no alignment: ``1 − m`` and ReLU round alike on every kernel path."""
     margin = y * f
     if kind == "hinge":
         return F.relu(1.0 - margin)
     if kind == "logistic":
-        return F.softplus(-margin)
+        return aligned_rows(F.softplus, -margin) if aligned else F.softplus(-margin)
     raise ValueError(f"unknown loss {kind!r}; use one of {LOSSES}")
+
+
+def aligned_rows(fn, t: torch.Tensor) -> torch.Tensor:
+    """``fn(t)`` for an elementwise ``fn`` of ``t [E, B]``, computed with each member's row
+    padded to a multiple of :data:`ROW_BLOCK` elements, so a member's values do not depend on
+    E. PyTorch's CPU kernels sweep a contiguous tensor in vector blocks from its start and do
+    its last few elements one at a time, and a transcendental function (softplus: exp, log1p)
+    rounds otherwise there: unpadded, a lone member's last ``B mod 16`` losses took the scalar
+    path and the same member's in an ensemble of three the vector one (off by ~6e-8). Padded,
+    every element is on the vector path, as is a split between 2 threads (at E·B'/2)."""
+    pad = -t.shape[-1] % ROW_BLOCK
+    return fn(F.pad(t, (0, pad)))[..., : t.shape[-1]] if pad else fn(t.contiguous())
 
 
 def correct(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,15 @@ so the weight mass on the support is ``W₁[:, :, S]``), ``b₁ [E, M]``, ``w₂
 ``±init_scale/√fan_in`` — from its own generator seeded with its ``seed``. Hook points:
 ``hook_pre``, ``hook_post`` (``[E, B, M]``) and ``hook_out`` (``[E, B]``).
 
+Its eager numerics are engine version 6 (:data:`EnsembleParityMLP.eager_engine`,
+:mod:`rulelab.store.version`; issue 25), so that a member equals its solo run bitwise on the CPU.
+Engines 1 and 4 compute the readout as ``torch.bmm(h, w₂)``, a matrix–vector product that MKL
+rounds otherwise for one member than for several (outputs off by ~1e-7, Adam weights by ulps);
+engine 6 sums ``h ⊙ w₂`` over M elementwise. (Engine 1 also let MKL split a lone member's ``W₁``
+product across threads while an ensemble ran each member's on one; engine 4's one thread a
+step ended that.) The compiled engine still traces the ``bmm`` forward, so its numbers do not
+move.
+
 Transformer: :class:`rulelab.models.transformer.EnsembleTransformer` with vocabulary {0, 1}
 (bit −1 → token 0, +1 → token 1), ``n`` positions after CLS and two classes read at CLS; the
 output is the logit difference ``f = z₁ − z₀`` (so the logistic loss on f equals two-class
@@ -26,10 +35,19 @@ from torch import nn
 
 from rulelab.models.hooks import HookedEnsemble, HookPoint
 from rulelab.models.transformer import EnsembleTransformer, TransformerShape
+from rulelab.store.version import ENGINE_VERSION
 
 
 class EnsembleParityMLP(HookedEnsemble):
-    """``E`` two-layer ReLU networks on ±1 inputs: ``x [E, B, n]`` → ``f [E, B]``."""
+    """``E`` two-layer ReLU networks on ±1 inputs: ``x [E, B, n]`` → ``f [E, B]``.
+
+    ``eager_engine`` is the engine version of its eager numerics (what :func:`eager_engine`
+    declares for the study's task); ``engine`` is the version in use, set by the trainer
+    (:func:`rulelab.engine.compiled.engine_in_use`): under any other (the compiled engine, or
+    loading a run engine 1 trained) the readout is ``bmm``'s."""
+
+    eager_engine = 6  # store.version: engine 4 with an E-invariant (elementwise) readout
+    engine = eager_engine
 
     def __init__(self, n_members: int, n_bits: int, width: int, bias: bool = True) -> None:
         super().__init__()
@@ -66,14 +84,24 @@ class EnsembleParityMLP(HookedEnsemble):
         return self.W1
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        legacy = self.engine != self.eager_engine  # the compiled engine traces the bmm readout
         pre = torch.bmm(x, self.W1.transpose(1, 2))  # [E, B, M]
         if self.b1 is not None:
             pre = pre + self.b1.unsqueeze(1)
         h = self.hook_post(F.relu(self.hook_pre(pre)))
-        out = torch.bmm(h, self.w2.unsqueeze(-1)).squeeze(-1)  # [E, B]
+        if legacy:
+            out = torch.bmm(h, self.w2.unsqueeze(-1)).squeeze(-1)  # [E, B]
+        else:  # a sum over M per (member, example), whatever E: its w₂ gradient sums over B
+            out = (h * self.w2.unsqueeze(1)).sum(-1)  # [E, B]
         if self.b2 is not None:
             out = out + self.b2.unsqueeze(1)
         return self.hook_out(out)
+
+
+def eager_engine(cfg) -> int:
+    """The engine version the eager engine trains ``cfg`` with (``Task.eager_engine``): the
+    MLP's own; the transformer is study S's network, with the default eager engine's numerics."""
+    return EnsembleParityMLP.eager_engine if cfg.model == "mlp" else ENGINE_VERSION
 
 
 def transformer_shape(cfg) -> TransformerShape:

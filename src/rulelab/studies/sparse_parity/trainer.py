@@ -35,7 +35,7 @@ from rulelab.studies.sparse_parity.metrics import (
     relative_change,
     support_mass,
 )
-from rulelab.studies.sparse_parity.model import build_model
+from rulelab.studies.sparse_parity.model import EnsembleParityMLP, build_model
 from rulelab.studies.sparse_parity.summary import SparseParitySummary
 from rulelab.studies.sparse_parity.task import other_subsets
 
@@ -55,9 +55,16 @@ class SparseParityTrainer(EnsembleTrainerBase):
             for c, s in zip(self.configs, self.data.support.cpu(), strict=True)]))
         return model
 
+    @property
+    def aligned_loss(self) -> bool:
+        """Engine 4 (the MLP's, :mod:`.model`): the logistic loss on member-aligned rows
+        (:func:`.metrics.aligned_rows`), so that a member equals its solo run bitwise."""
+        return self.engine_version == EnsembleParityMLP.eager_engine
+
     def loss(self, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
         """``[E]`` per-member loss sums of this chunk divided by the batch size."""
-        return per_example_loss(self.cfg.loss, self.model(x), y).sum(1) / denom
+        return per_example_loss(self.cfg.loss, self.model(x), y,
+                                aligned=self.aligned_loss).sum(1) / denom
 
     def batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The epoch's batches ``x [E, B, n]``, ``y [E, B]``: one fresh batch, or a shuffled
@@ -98,7 +105,8 @@ class SparseParityTrainer(EnsembleTrainerBase):
             splits.append(("train", d.train_x, d.train_y))
         for split, x, y in splits:
             f = self.outputs(x)
-            out[split, "loss"] = per_example_loss(kind, f, y).double().mean(1)
+            loss = per_example_loss(kind, f, y, aligned=self.aligned_loss)
+            out[split, "loss"] = loss.double().mean(1)
             out[split, "acc"] = correct(f, y).double().mean(1)
             if split == "eval":
                 corr_s, gap = correlations(f, y, self._other_characters())
