@@ -1,20 +1,22 @@
-"""Engine 1 vs engine 2 vs engine 3 (compiled) vs a naive per-seed loop, one training step,
-paired in one process (issue 25).
+"""Engine 4 (eager) vs engine 2 vs engine 5 (compiled) vs a naive per-seed loop, one training
+step, paired in one process (issue 25).
 
 Sizes: ``ladder`` (study S 2L, d_model 24 / d_mlp 48, 2 heads, n = 10, V = 64, full batch
 2,048, the scale ladder's first rung) or ``paper`` (d_model 64 / d_mlp 128, full batch 16,384).
 Each repetition times, back to back: (a) the naive loop (bench/naive_model.py + AdamW, one seed
-after another, full batch at once); (b) rulelab's trainer, engine 1 (q, k, v copied to
-``[E·B, H, T, d_head]``, tiny batched matmuls; the TransformerLens-layout path every hooked
-forward takes); (c) the same with engine 2 (:mod:`rulelab.models.attention_core`); (d) the
-compiled engine, ``Settings(engine="compiled")`` (:mod:`rulelab.engine.compiled`), whose first
-step compiles (its time is printed first). Machines shared with other work are timed by CPU
-time of this process (``time.process_time``) as well as wall time; ratios are medians of the
-per-repetition ratios. Then one step of each engine under the profiler: the share of matmul
-kernels in the step's self CPU time (the compiled graph's own kernels count as the rest).
+after another, full batch at once, on this process's threads); (b) rulelab's trainer, engine 4
+(engine 1's computation — q, k, v copied to ``[E·B, H, T, d_head]``, tiny batched matmuls, the
+TransformerLens-layout path every hooked forward takes — on one thread, as every CPU training
+step now runs, :mod:`rulelab.engine.threads`); (c) the same with engine 2
+(:mod:`rulelab.models.attention_core`); (d) the compiled engine, ``Settings(engine="compiled")``
+(:mod:`rulelab.engine.compiled`), whose first step compiles (its time is printed first).
+Machines shared with other work are timed by CPU time of this process (``time.process_time``)
+as well as wall time; ratios are medians of the per-repetition ratios. Then one step of each
+engine under the profiler: the share of matmul kernels in the step's self CPU time (the
+compiled graph's own kernels count as the rest).
 
     OMP_NUM_THREADS=1 python bench/engine_compare.py ladder --seeds 8 --reps 5
-    OMP_NUM_THREADS=1 python bench/engine_compare.py paper --seeds 4 --engines 1,3
+    OMP_NUM_THREADS=1 python bench/engine_compare.py paper --seeds 4 --engines 4,5
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from naive_model import NaiveModel
 from rulelab.settings import Settings
+from rulelab.store.version import COMPILED_ENGINE
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.trainer import MPSPTrainer
 
@@ -38,8 +41,10 @@ MATMULS = ("aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm")
 
 
 def trainer(cfgs, engine: int) -> MPSPTrainer:
-    """rulelab's trainer computing engine ``engine``'s numerics (3: compiled)."""
-    if engine == 3:
+    """rulelab's trainer computing engine ``engine``'s numerics: 4 (eager, the default: engine
+    1's computation on one thread), 2 (the positions-outermost attention, also on one thread
+    now) or 5 (compiled; 3 also reads as compiled)."""
+    if engine in (3, COMPILED_ENGINE):
         return MPSPTrainer(cfgs, Settings(engine="compiled"))
     tr = MPSPTrainer(cfgs, Settings())
     tr.model.engine = engine
@@ -84,7 +89,7 @@ def main() -> None:
     ap.add_argument("size", choices=sorted(SIZES))
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--engines", default="1,2,3", help="engine versions to time besides naive")
+    ap.add_argument("--engines", default="4,2,5", help="engine versions to time besides naive")
     ap.add_argument("--n-train", type=int, default=None, help="override the full batch (the "
                     "trainer's micro-batches stay 512 examples, so a step's profile is kept)")
     args = ap.parse_args()
@@ -96,8 +101,9 @@ def main() -> None:
     runs["naive"] = naive_step(cfgs, runs[engines[0]])
     steps = {k: (v if k == "naive" else v.train_epoch) for k, v in runs.items()}
     first = {k: timed(f)[0] for k, f in steps.items()}  # warm-up; the compiled one compiles
-    if "engine 3" in first:
-        print(f"engine 3: first step (compiling) {first['engine 3']:.1f} s wall", flush=True)
+    for k in ("engine 3", "engine 5"):
+        if k in first:
+            print(f"{k}: first step (compiling) {first[k]:.1f} s wall", flush=True)
     wall: dict[str, list[float]] = {k: [] for k in steps}
     cpu: dict[str, list[float]] = {k: [] for k in steps}
     for _ in range(args.reps):

@@ -13,6 +13,7 @@ timed from start to exit, alternating:
 Prints wall seconds, seed-epochs per second and the ratios a/b, a/c. Run on an idle machine.
 
     python bench/ladder_command.py [--rungs 2k,4k,8k] [--seeds 8] [--epochs 150] [--reps 1]
+    python bench/ladder_command.py --rungs paper --seeds 4 --epochs 10 --paths ab
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNGS = {"2k": (2048, 24, 48), "4k": (4096, 32, 64), "8k": (8192, 48, 96)}  # N, d_model, d_mlp
+# N, d_model, d_mlp: the rungs, and the paper's own size (issue 25 goal 2, the same comparison)
+RUNGS = {"2k": (2048, 24, 48), "4k": (4096, 32, 64), "8k": (8192, 48, 96),
+         "paper": (16384, 64, 128)}
 
 
 def timed(cmd: list[str], env: dict) -> float:

@@ -58,7 +58,8 @@ class EpochProgress:
     """Callbacks one ensemble reports to (a progress bar draws from these)."""
 
     def start(self, label: str, total_epochs: int, done_epochs: int, n_members: int) -> None: ...
-    def update(self, epoch: int, n_generalized: int, n_failed: int) -> None: ...
+    def update(self, epoch: int, n_generalized: int, n_failed: int) -> None: ...  # evaluated
+    def beat(self) -> None: ...  # every epoch: where a chunk side by side hears it must stop
     def finish(self) -> None: ...
 
 
@@ -171,6 +172,7 @@ def train_chunk(chunk, states, files: LabDir, settings: Settings,
         flush.written()
 
     flush = MetricFlush()  # metrics between checkpoints too: readable while training
+    beat = getattr(progress, "beat", None) or (lambda: None)  # callbacks without one: none
 
     def write_metrics() -> None:
         for e, c in enumerate(chunk):
@@ -181,6 +183,7 @@ def train_chunk(chunk, states, files: LabDir, settings: Settings,
         if tr.epoch in snapshot_at:
             snapshot()
         tracker.maybe_run(tr)
+        beat()
         if evaluated:
             flush.maybe(write_metrics)
             n_gen = sum(bool(s.generalized) for s in tr.summaries)

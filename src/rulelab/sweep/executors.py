@@ -68,8 +68,8 @@ def _chunk_here(spec: ChunkSpec, callbacks) -> list[RunOutcome]:
 
 
 class ChunkStopped(BaseException):
-    """Raised inside a worker's epoch callback when the sweep stops (an error elsewhere, Ctrl-C):
-    a BaseException, so no chunk mistakes it for a member's failure."""
+    """Raised inside a worker's epoch callback (its next epoch) when the sweep stops (an error
+    elsewhere, Ctrl-C): a BaseException, so no chunk mistakes it for a member's failure."""
 
 
 class _Guarded:
@@ -89,6 +89,11 @@ class _Guarded:
 
     def update(self, *args) -> None:
         self._call("update", *args)
+
+    def beat(self) -> None:
+        """Every epoch: a stopped sweep stops here (no lock: the display is not touched)."""
+        if self.stop.is_set():
+            raise ChunkStopped
 
     def finish(self) -> None:
         self._call("finish")

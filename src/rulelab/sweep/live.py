@@ -100,6 +100,11 @@ class Both:
         for p in self.pair:
             p.update(*args)
 
+    def beat(self) -> None:
+        for p in self.pair:
+            if hasattr(p, "beat"):
+                p.beat()
+
     def finish(self) -> None:
         for p in self.pair:
             p.finish()
