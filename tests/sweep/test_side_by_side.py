@@ -51,7 +51,7 @@ def _swept(tmp_path, name: str, workers: int, recipe_text: str = RECIPE, **setti
     lab = Lab(tmp_path / name, create=True)
     events = Events()
     result = run_sweep(recipe, lab, recipe.execution.merged(**settings),
-                       LocalExecutor(workers), events, interleave_seeds=False)
+                       LocalExecutor(workers, processes=False), events, interleave_seeds=False)
     return lab, result, events
 
 
@@ -66,6 +66,32 @@ def test_side_by_side_equals_one_after_another(tmp_path):
     # both chunks ran at once, and the driver heard of them in its own thread only
     assert events.order[:2] == [("start", 0), ("start", 1)]
     assert events.threads == {threading.current_thread().name}
+
+
+def test_side_by_side_as_processes_equals_one_after_another(tmp_path):
+    """Worker processes (spawned: the toy study registered in each from the driver's list)."""
+    one, _, _ = _swept(tmp_path, "one", 1)
+    recipe = load_recipe(write(tmp_path, "proc", RECIPE))
+    lab = Lab(tmp_path / "proc", create=True)
+    result = run_sweep(recipe, lab, recipe.execution, LocalExecutor(2, processes=True),
+                       interleave_seeds=False)
+    assert result.done == 8 and [len(c.configs) for c in result.plan.chunks] == [4, 4]
+    pd.testing.assert_frame_equal(metrics(one.root), metrics(lab.root), check_exact=True)
+    assert registry(one.root) == registry(lab.root)
+
+
+def test_a_long_plan_trains_as_processes_and_a_short_one_in_threads():
+    recipe = load_recipe_text(RECIPE)
+    short = make_plan(recipe, None, Settings(), workers=2)
+    long = make_plan(load_recipe_text(RECIPE.replace("epochs: 60", "epochs: 1000000")), None,
+                     Settings(), workers=2)
+    for plan, processes in ((short, False), (long, True)):
+        executor = LocalExecutor(2)
+        executor.prepare(plan, Settings())
+        assert executor.processes is processes
+    chosen = LocalExecutor(2, processes=False)
+    chosen.prepare(long, Settings())
+    assert chosen.processes is False  # the caller's choice stands
 
 
 def test_the_planner_cuts_ensembles_only_where_workers_would_idle():

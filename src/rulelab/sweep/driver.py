@@ -144,6 +144,8 @@ def run_sweep(recipe: Recipe, lab: Lab, settings: Settings, executor=None, progr
                          workers=getattr(executor, "workers", 1))
         if on_start:
             on_start(plan)
+        if hasattr(executor, "prepare"):
+            executor.prepare(plan, settings)  # the local executor: threads or processes
         result = SweepResult(plan)
         events = _Events(lab, settings, progress, result)
         progress.begin(plan)

@@ -8,9 +8,10 @@ from the chunk's progress file for a Ray one, :mod:`rulelab.sweep.live`). Only t
 writes the registry; chunks write their runs' files (checkpoints, metrics, progress) into the
 lab directory.
 
-- :class:`LocalExecutor` (default): chunks in this process, ``workers`` of them side by side
+- :class:`LocalExecutor` (default): chunks on this machine, ``workers`` of them side by side
   (one per CPU core by default: a CPU training step computes on one thread,
-  :mod:`rulelab.engine.threads`). A killed sweep is resumed by running it again.
+  :mod:`rulelab.engine.threads`) — in threads of this process for a short plan, as worker
+  processes for a long one. A killed sweep is resumed by running it again.
 - :class:`RayExecutor` (``pip install -e '.[ray]'``): each chunk is a Ray task with its CPU
   and GPU resources, at most as many in flight as the cluster can hold. A task whose worker
   dies is retried by Ray (``max_retries``) and resumes from its runs' last checkpoints. The
@@ -31,21 +32,39 @@ from rulelab.sweep.chunk import ChunkSpec, RunOutcome, run_chunk, run_chunk_plai
 POLL_SECONDS = 2.0  # how often the driver reads its Ray chunks' progress files
 
 
-class LocalExecutor:
-    """Chunks in this process: one after another, or ``workers`` at once in threads.
+SPAWN_WORTH_SECONDS = 60.0  # a plan estimated longer trains side by side as processes
 
-    Side by side, each chunk trains in a thread of its own; a CPU training step computes on one
-    torch thread and releases the GIL inside every op, so ``workers`` chunks keep that many
-    cores busy without a process each (no start-up, no second copy of the data, a kill stops
-    them all at once). Only this thread calls the driver's ``events``; progress callbacks from
-    the workers are serialized by a lock. On Ctrl-C or an error every worker stops at its next
-    epoch, and the error is raised here once they have.
+
+class LocalExecutor:
+    """Chunks on this machine: one after another, or ``workers`` at once.
+
+    Side by side, chunks train in threads of this process or in worker processes
+    (``processes``; None: :meth:`prepare` decides by the plan's estimate). A CPU training step
+    computes on one torch thread, so either keeps ``workers`` cores busy, and a member's numbers
+    are the same either way. Threads cost nothing to start and suit short plans, but share the
+    GIL: where a step runs much Python between its kernels (small minibatches; the compiled
+    engine's wrappers) two threads wait on each other (bench/side_by_side.py: the compiled
+    step 1.5× slower in threads). Processes pay a start-up (≈ 3 s: each imports torch) and
+    report progress through the lab's progress files, as Ray workers do. Only this thread
+    calls the driver's ``events``. On Ctrl-C or an error every chunk stops — a thread at its
+    next epoch, a process at once (killed: its checkpoints are the commit points) — and the
+    error is raised here once they have.
     """
 
     name = "local"
 
-    def __init__(self, workers: int = 1) -> None:
-        self.workers = max(1, int(workers))
+    def __init__(self, workers: int = 1, processes: bool | None = None) -> None:
+        self.workers, self.processes = max(1, int(workers)), processes
+
+    def prepare(self, plan, settings) -> None:
+        """Choose threads or processes for ``plan`` where the caller did not: processes when
+        its estimate exceeds :data:`SPAWN_WORTH_SECONDS` (the estimate counts FLOPs and
+        passes; a start-up of seconds is noise there)."""
+        if self.processes is None and self.workers > 1 and len(plan.chunks) > 1:
+            from rulelab.sweep.estimate import speed
+
+            seconds = plan.seconds(speed(settings.device, settings.precision))
+            self.processes = seconds > SPAWN_WORTH_SECONDS
 
     def run(self, specs: Sequence[ChunkSpec], events) -> None:
         if self.workers == 1 or len(specs) <= 1:
@@ -53,7 +72,12 @@ class LocalExecutor:
                 events.started(spec)
                 events.finished(spec, _chunk_here(spec, events.chunk_progress(spec)))
             return
-        _side_by_side(list(specs), events, self.workers)
+        if self.processes:
+            from rulelab.sweep.worker_processes import as_processes
+
+            as_processes(list(specs), events, self.workers)
+        else:
+            _side_by_side(list(specs), events, self.workers)
 
 
 def _chunk_here(spec: ChunkSpec, callbacks) -> list[RunOutcome]:
