@@ -165,3 +165,24 @@ def _assert_equal(x, y, where: str) -> None:
         torch.testing.assert_close(x, y, rtol=0, atol=0, equal_nan=True, msg=where)
     else:
         assert x == y or (x != x and y != y), where  # NaN == NaN here
+
+
+def state_at(trainer, epoch: int, member: int = 0) -> dict:
+    """Member ``member``'s checkpoint state as ``trainer.fit`` reaches ``epoch`` (the trainer
+    stops there): what a kill at that epoch leaves for a test to resume from."""
+
+    class _Stop(Exception):
+        pass
+
+    saved: dict = {}
+
+    def stop(tr, _evaluated) -> None:
+        if tr.epoch == epoch:
+            saved.update(tr.member_state(member))
+            raise _Stop
+
+    try:
+        trainer.fit(on_epoch=stop)
+    except _Stop:
+        return saved
+    raise AssertionError(f"the trainer ended before epoch {epoch}")

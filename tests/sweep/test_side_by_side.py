@@ -85,13 +85,13 @@ def test_a_long_plan_trains_as_processes_and_a_short_one_in_threads():
     short = make_plan(recipe, None, Settings(), workers=2)
     long = make_plan(load_recipe_text(RECIPE.replace("epochs: 60", "epochs: 1000000")), None,
                      Settings(), workers=2)
-    for plan, processes in ((short, False), (long, True)):
-        executor = LocalExecutor(2)
+    executor = LocalExecutor(2)
+    for plan, processes in ((long, True), (short, False)):  # each plan its own choice
         executor.prepare(plan, Settings())
-        assert executor.processes is processes
+        assert executor.as_processes is processes
     chosen = LocalExecutor(2, processes=False)
     chosen.prepare(long, Settings())
-    assert chosen.processes is False  # the caller's choice stands
+    assert chosen.as_processes is False  # the caller's choice stands
 
 
 def test_the_planner_cuts_ensembles_only_where_workers_would_idle():

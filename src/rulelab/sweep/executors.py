@@ -30,8 +30,6 @@ from rulelab.store import StoreError
 from rulelab.sweep.chunk import ChunkSpec, RunOutcome, run_chunk, run_chunk_plain
 
 POLL_SECONDS = 2.0  # how often the driver reads its Ray chunks' progress files
-
-
 SPAWN_WORTH_SECONDS = 60.0  # a plan estimated longer trains side by side as processes
 
 
@@ -55,16 +53,19 @@ class LocalExecutor:
 
     def __init__(self, workers: int = 1, processes: bool | None = None) -> None:
         self.workers, self.processes = max(1, int(workers)), processes
+        self.as_processes = bool(processes)  # this plan's choice (prepare)
 
     def prepare(self, plan, settings) -> None:
         """Choose threads or processes for ``plan`` where the caller did not: processes when
         its estimate exceeds :data:`SPAWN_WORTH_SECONDS` (the estimate counts FLOPs and
         passes; a start-up of seconds is noise there)."""
-        if self.processes is None and self.workers > 1 and len(plan.chunks) > 1:
-            from rulelab.sweep.estimate import speed
+        if self.processes is not None:
+            self.as_processes = self.processes
+            return
+        from rulelab.sweep.estimate import speed
 
-            seconds = plan.seconds(speed(settings.device, settings.precision))
-            self.processes = seconds > SPAWN_WORTH_SECONDS
+        seconds = plan.seconds(speed(settings.device, settings.precision))
+        self.as_processes = seconds > SPAWN_WORTH_SECONDS
 
     def run(self, specs: Sequence[ChunkSpec], events) -> None:
         if self.workers == 1 or len(specs) <= 1:
@@ -72,7 +73,7 @@ class LocalExecutor:
                 events.started(spec)
                 events.finished(spec, _chunk_here(spec, events.chunk_progress(spec)))
             return
-        if self.processes:
+        if self.as_processes:
             from rulelab.sweep.worker_processes import as_processes
 
             as_processes(list(specs), events, self.workers)

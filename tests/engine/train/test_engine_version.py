@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from cli_inproc import run_main
+from labs import state_at
 from rulelab.settings import Settings
 from rulelab.store import Lab, StoreError
 from rulelab.store.registry import engine_read
@@ -25,25 +26,13 @@ OPTS = Settings(micro_batch=64)
 pytestmark = pytest.mark.usefixtures("toy")
 
 
-class _Stop(Exception):
-    pass
-
-
 OTHER = ENGINE_VERSION + 1  # an engine whose numbers differ from this one's
 
 
 def _killed_at(lab: Lab, epoch: int, *, engine: int | None) -> dict:
     """``lab`` as a kill at ``epoch`` leaves it: the run registered and pending, its checkpoint
     at ``epoch`` as engine version ``engine`` wrote it (None: no version, as before them)."""
-    trainer, saved = ToyTrainer([CFG], OPTS), {}
-
-    def stop(tr, _evaluated) -> None:
-        if tr.epoch == epoch:
-            saved.update(tr.member_state(0))
-            raise _Stop
-
-    with pytest.raises(_Stop):
-        trainer.fit(on_epoch=stop)
+    saved = state_at(ToyTrainer([CFG], OPTS), epoch)
     del saved["engine_version"], saved["engines"]
     if engine is not None:
         saved.update(engine_version=engine, engines=[[0, engine]])
@@ -178,15 +167,7 @@ def test_resume_in_other_micro_batches_is_refused_where_they_cut_steps_otherwise
 def test_micro_batches_past_the_step_are_all_one_pass(tmp_path):
     one_pass = Settings(micro_batch=128)
     lab = Lab(tmp_path / "lab", create=True)
-    trainer, saved = ToyTrainer([CFG], one_pass), {}
-
-    def stop(tr, _evaluated) -> None:
-        if tr.epoch == 10:
-            saved.update(tr.member_state(0))
-            raise _Stop
-
-    with pytest.raises(_Stop):
-        trainer.fit(on_epoch=stop)
+    saved = state_at(ToyTrainer([CFG], one_pass), 10)
     lab.register([(CFG.run_id, CFG.flat())], "t")
     lab.save_checkpoint(CFG.run_id, saved)
     run_configs([CFG], lab, experiment="t", settings=Settings(micro_batch=5000))  # not refused

@@ -7,6 +7,7 @@ no engine that still gives 1."""
 import pytest
 import torch
 
+from labs import state_at
 from rulelab.engine.compiled import eager_engine, engine_in_use, engines_for
 from rulelab.engine.threads import training_threads
 from rulelab.settings import Settings
@@ -113,22 +114,10 @@ def test_runs_record_their_models_engine_version(tmp_path):
     assert lab.load_checkpoint(MLP.run_id)["engine_version"] == ENGINE_MLP
 
 
-class _Stop(Exception):
-    pass
-
-
 def _engine_1_run_killed_at(lab: Lab, epoch: int) -> dict:
     """``lab`` as a kill at ``epoch`` of an engine-1 MLP run leaves it (trained here by engine
     6, its checkpoint relabelled: the refusal reads only the label)."""
-    trainer, saved = SparseParityTrainer([MLP]), {}
-
-    def stop(tr, _evaluated) -> None:
-        if tr.epoch == epoch:
-            saved.update(tr.member_state(0))
-            raise _Stop
-
-    with pytest.raises(_Stop):
-        trainer.fit(on_epoch=stop)
+    saved = state_at(SparseParityTrainer([MLP]), epoch)
     saved.update(engine_version=1, engines=[[0, 1]])
     lab.register([(MLP.run_id, MLP.flat())], "t")
     lab.save_checkpoint(MLP.run_id, saved)
