@@ -15,7 +15,7 @@ from rulelab.settings import Settings
 from rulelab.store import Lab, StoreError
 from rulelab.sweep import LocalExecutor, executors, load_recipe, run_sweep
 from rulelab.sweep.driver import make_plan
-from rulelab.sweep.planner import plan_chunks
+from rulelab.sweep.planner import BALANCE, plan_chunks
 from rulelab.sweep.progress import SweepProgress
 
 RECIPE = f"""\
@@ -60,7 +60,7 @@ def test_side_by_side_equals_one_after_another(tmp_path):
     two, r2, events = _swept(tmp_path, "two", 2)
     assert r1.done == r2.done == 8
     assert [len(c.configs) for c in r1.plan.chunks] == [8]  # one ensemble holds them all
-    assert [len(c.configs) for c in r2.plan.chunks] == [4, 4]  # cut: a chunk per worker
+    assert [len(c.configs) for c in r2.plan.chunks] == [2, 2, 2, 2]  # cut: workers balance
     pd.testing.assert_frame_equal(metrics(one.root), metrics(two.root), check_exact=True)
     assert registry(one.root) == registry(two.root)
     # both chunks ran at once, and the driver heard of them in its own thread only
@@ -75,7 +75,7 @@ def test_side_by_side_as_processes_equals_one_after_another(tmp_path):
     lab = Lab(tmp_path / "proc", create=True)
     result = run_sweep(recipe, lab, recipe.execution, LocalExecutor(2, processes=True),
                        interleave_seeds=False)
-    assert result.done == 8 and [len(c.configs) for c in result.plan.chunks] == [4, 4]
+    assert result.done == 8 and [len(c.configs) for c in result.plan.chunks] == [2, 2, 2, 2]
     pd.testing.assert_frame_equal(metrics(one.root), metrics(lab.root), check_exact=True)
     assert registry(one.root) == registry(lab.root)
 
@@ -94,17 +94,23 @@ def test_a_long_plan_trains_as_processes_and_a_short_one_in_threads():
     assert chosen.as_processes is False  # the caller's choice stands
 
 
-def test_the_planner_cuts_ensembles_only_where_workers_would_idle():
-    recipe = load_recipe_text(RECIPE)
-    settings = Settings()
-    sizes = [len(c.configs) for c in make_plan(recipe, None, settings, workers=3).chunks]
-    assert sorted(sizes) == [2, 3, 3]
-    sizes = [len(c.configs) for c in make_plan(recipe, None, settings.merged(max_members=2),
-                                               workers=2).chunks]
-    assert sizes == [2, 2, 2, 2]  # enough chunks already: none is cut further
+def test_side_by_side_the_planner_balances_workers_costliest_first():
+    """No chunk costs more than 1/(BALANCE · workers) of the plan (to within one run), and the
+    costliest go first: a costly shape does not train alone on one core at the end."""
+    recipe = load_recipe_text(RECIPE.replace("width: 16, ", "").replace(
+        "grid:", "grid:\n  width: [16, 64]"))
+    for workers in (2, 3):
+        plan = make_plan(recipe, None, Settings(), workers=workers)
+        flops = [c.flops for c in plan.chunks]
+        per_run = {len(c.configs): c.flops / len(c.configs) for c in plan.chunks}
+        share = sum(flops) / (BALANCE * workers)
+        assert all(f <= share + max(per_run.values()) for f in flops)
+        assert flops == sorted(flops, reverse=True) and len(plan.chunks) >= BALANCE * workers
+        assert sorted(c.index for c in plan.chunks) == list(range(len(plan.chunks)))
+    one = make_plan(recipe, None, Settings(), workers=1)  # one after another: uncut
+    assert [len(c.configs) for c in one.chunks] == [8, 8]
     configs = recipe.configs()
     chunks, caps = plan_chunks(configs, {}, max_members=64, budget_bytes=2**40, min_chunks=2)
-    assert [len(c.configs) for c in chunks] == [4, 4]
     assert set(caps.values()) == {64}  # the cut is not reported as a memory cap
 
 

@@ -124,6 +124,9 @@ def consecutive(items: list, cap: int) -> list[list]:
     return [items[i : i + cap] for i in range(0, len(items), cap)]
 
 
+BALANCE = 3  # side by side, about this many chunks a worker: an uneven last one idles less
+
+
 def plan_chunks(configs: Sequence, start_epochs: dict[str, int], *, max_members: int,
                 budget_bytes: int, micro_batch: int = 512, eval_chunk: int = 2048,
                 interleave_seeds: bool = True, min_chunks: int = 1
@@ -134,36 +137,45 @@ def plan_chunks(configs: Sequence, start_epochs: dict[str, int], *, max_members:
     parts, so the first chunks give an early rate for every cell. Off (``train``,
     ``reproduce``): each group keeps the order of the runs given and is cut in consecutive
     ensembles of the cap — the packing of a command line or a reproduction is its grid's.
-    ``min_chunks`` (chunks trained side by side): where the groups alone would make fewer
-    chunks, every ensemble is capped at ⌈runs / min_chunks⌉ members, so each worker gets one.
+    ``min_chunks`` (workers training chunks side by side): no chunk costs more than
+    1 / (:data:`BALANCE` · ``min_chunks``) of the plan (to within one run), and the costliest
+    chunks go first, so one costly shape does not train alone on one core at the end (the quick
+    preset's 2L ensemble, two thirds of its work, did).
     """
     groups = group_runs(configs, start_epochs)
-    n_runs, spread = sum(len(g) for g in groups.values()), max_members
-    if min_chunks > 1 and n_runs:
-        natural = sum(math.ceil(len(g) / max_members) for g in groups.values())
-        if natural < min_chunks:
-            spread = min(max_members, math.ceil(n_runs / min_chunks))
+    costs: dict[str, RunCost] = {}
+
+    def group_flops(key) -> float:
+        cost = costs.setdefault(key[0], run_cost(groups[key][0], micro_batch, eval_chunk))
+        return sum(cost.flops(c, key[1]) for c in groups[key])
+
+    share = sum(group_flops(k) for k in groups) / (BALANCE * min_chunks) if min_chunks > 1 else 0
     per_group: list[list[ChunkPlan]] = []
     caps: dict[str, int] = {}
-    costs: dict[str, RunCost] = {}
     order = sorted(groups, key=lambda k: -k[1])  # resumed groups first (stable: file order)
     for shape, epoch in order:
         runs = interleave(groups[shape, epoch]) if interleave_seeds else groups[shape, epoch]
         cost = costs.setdefault(shape, run_cost(runs[0], micro_batch, eval_chunk))
         cap = max(1, min(max_members, budget_bytes // max(cost.member_bytes, 1)))
         caps[runs[0].label()] = min(caps.get(runs[0].label(), cap), cap)
+        size = cap
+        if share > 0:  # side by side: parts of at most `share` each
+            parts = math.ceil(group_flops((shape, epoch)) / share)
+            size = min(cap, max(1, math.ceil(len(runs) / max(parts, 1))))
         per_group.append([
             ChunkPlan(0, part, epoch, cost.member_bytes,
                       sum(cost.flops(c, epoch) for c in part), cost.passes(part[0], epoch))
-            for part in (even_split if interleave_seeds else consecutive)(runs, min(cap, spread))
+            for part in (even_split if interleave_seeds else consecutive)(runs, size)
         ])
     chunks = []
     for round_ in range(max((len(g) for g in per_group), default=0)):
         for group in per_group:
             if round_ < len(group):
-                chunk = group[round_]
-                chunk.index = len(chunks)
-                chunks.append(chunk)
+                chunks.append(group[round_])
+    if min_chunks > 1:  # the longest first: workers finish together (stable: order kept)
+        chunks.sort(key=lambda c: -c.flops)
+    for i, chunk in enumerate(chunks):
+        chunk.index = i
     return chunks, caps
 
 
