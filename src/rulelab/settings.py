@@ -72,7 +72,7 @@ class Settings(StrictTypes):
     threads: int | None = Field(None, ge=1, le=4096, description="torch threads per chunk")
     # Chunks trained side by side by the local executor (issue 25). A CPU training step runs on
     # one thread (rulelab.engine.threads: its numbers do not depend on the core count), so the
-    # cores train separate chunks; the planner cuts ensembles so each worker gets one. Never
+    # cores train separate chunks; the planner balances them (sweep.planner.BALANCE). Never
     # changes a number: a member equals the same run trained alone.
     workers: int | None = Field(None, ge=1, le=1024, description="chunks trained side by side",
                                 json_schema_extra={"unset": "the usable CPU cores on the CPU, "

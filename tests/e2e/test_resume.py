@@ -13,7 +13,8 @@ from labs import toy_cli, toy_env
 
 ARGS = ["train", "toy", "--width", "32", "--n-train", "512", "--n-eval", "64",
         "--noise", "0.1", "0.2", "--seeds", "2", "--epochs", "400", "--eval-every", "5",
-        "--checkpoint-every", "20", "--track", "weights", "--track-every", "log", "--quiet"]
+        "--checkpoint-every", "20", "--track", "weights", "--track-every", "log", "--quiet",
+        "--workers", "1"]  # one ensemble of 4, killed mid-training (side by side: test_sweep)
 
 
 def _cli(lab: Path) -> list[str]:
