@@ -59,12 +59,11 @@ def test_every_op_of_the_mlp_is_member_size_invariant(threads):
 
 
 def _check_member_size_invariance() -> None:
-    if True:
-        for B, M, n in [(7, 32, 8), (17, 33, 11), (256, 32, 10), (100, 33, 10)]:
-            ref = _member0(1, B, M, n)
-            for E in (2, 3, 8):
-                for a, b in zip(ref, _member0(E, B, M, n), strict=True):
-                    assert torch.equal(a, b), (B, M, n, E)
+    for B, M, n in [(7, 32, 8), (17, 33, 11), (256, 32, 10), (100, 33, 10)]:
+        ref = _member0(1, B, M, n)
+        for E in (2, 3, 8):
+            for a, b in zip(ref, _member0(E, B, M, n), strict=True):
+                assert torch.equal(a, b), (B, M, n, E)
 
 
 def test_aligned_rows_give_a_member_the_same_softplus_in_any_ensemble():
