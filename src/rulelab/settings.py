@@ -78,13 +78,17 @@ class Settings(StrictTypes):
                                 json_schema_extra={"unset": "the usable CPU cores on the CPU, "
                                                    "1 on a GPU"})
     quiet: bool = Field(False, description=QUIET_HELP)
-    # "eager" (engine 1, or the eager version a task declares for a model: Task.eager_engine),
-    # or "compiled" (engine 3, opt-in, issue 25): each micro-batch's forward
-    # and backward compiled whole by torch.compile (rulelab.engine.compiled). Changes the numbers
-    # (rounding), so the engine version is recorded on the run; falls back to eager, with a
-    # one-line notice, where no compiler is found.
-    engine: Literal["eager", "compiled"] = Field(
-        "eager", description="eager, or compiled: the training step fused by torch.compile")
+    # "eager" (the eager engine version of the run's model: 4, or the one its task declares,
+    # Task.eager_engine — the transformer's is 7 on the CPU), "compiled" (engine 5, opt-in,
+    # issue 25: each micro-batch's forward and backward compiled whole by torch.compile,
+    # rulelab.engine.compiled), or an engine version by number that the model still computes
+    # ("4": the transformer's numbers before engine 7). Engines differ in rounding, so the
+    # version is recorded on the run; compiled falls back to eager, with a one-line notice,
+    # where no compiler is found.
+    engine: str = Field(
+        "eager", pattern=r"^(eager|compiled|[0-9]+)$",
+        description="eager, compiled (the step fused by torch.compile), or an engine version "
+                    "number the model still computes (e.g. 4)")
     # Resume a run whose checkpoint another engine version wrote (store.version); recorded.
     allow_engine_change: bool = Field(False, description=ENGINE_HELP)
 

@@ -34,7 +34,14 @@ import warnings
 
 import torch
 
-from rulelab.store.version import COMPILED_ENGINE, ENGINE_VERSION, ENGINES
+from rulelab.errors import UserError
+from rulelab.store.version import (
+    COMPILED_ENGINE,
+    CPU_ONLY_ENGINES,
+    ENGINE_VERSION,
+    ENGINES,
+    KEPT_ENGINES,
+)
 from rulelab.study_registry import tasks
 
 # Inductor options of every compiled step: single-threaded C++ kernels (member ≡ solo, above).
@@ -71,23 +78,36 @@ def eager_engine(config=None) -> int:
     return ENGINE_VERSION if declared is None else declared
 
 
-def engines_for(config=None) -> dict[str, int]:
-    """``{Settings.engine: engine version}`` for ``config``: :data:`ENGINES` with its eager
-    engine's version (:func:`eager_engine`)."""
-    return {**ENGINES, "eager": eager_engine(config)}
+def engines_for(config=None, device: str | torch.device = "cpu") -> dict[str, int]:
+    """``{Settings.engine: engine version}`` for ``config`` on ``device``: ``eager`` (its eager
+    engine, :func:`eager_engine`; on a GPU the one a CPU-only engine gives way to), ``compiled``,
+    and each version it can train with by number (the older ones its eager engine keeps:
+    :data:`~rulelab.store.version.KEPT_ENGINES`)."""
+    declared = eager_engine(config)
+    eager = declared
+    if torch.device(device).type != "cpu":
+        eager = CPU_ONLY_ENGINES.get(declared, declared)
+    numbered = [eager, COMPILED_ENGINE, *KEPT_ENGINES.get(declared, ())]
+    return {**ENGINES, "eager": eager, **{str(v): v for v in numbered}}
 
 
 def engine_in_use(settings, config=None) -> int:
-    """The engine version ``settings`` train ``config`` with: ``engines_for(config)
-    [settings.engine]``. The compiled engine falls back to the eager one where
+    """The engine version ``settings`` train ``config`` with: ``engines_for(config, device)
+    [settings.engine]`` (a :class:`~rulelab.errors.UserError` naming the allowed ones where
+    it offers no such engine). The compiled engine falls back to the eager one where
     :func:`compile_unavailable`."""
-    version = engines_for(config)[settings.engine]
+    offered = engines_for(config, settings.device)
+    if settings.engine not in offered:
+        task = getattr(config, "task", "these")
+        raise UserError(f"--engine: {settings.engine} is not allowed for {task} runs on "
+                        f"{settings.device}; allowed: {', '.join(offered)}")
+    version = offered[settings.engine]
     if version != COMPILED_ENGINE:
         return version
     why = compile_unavailable(torch.device(settings.device).type)
     if why is None:
         return version
-    eager = eager_engine(config)
+    eager = offered["eager"]
     _notice(f"engine compiled unavailable ({why}): training with the eager engine "
             f"(engine version {eager})")
     return eager

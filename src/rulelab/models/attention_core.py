@@ -22,75 +22,32 @@ from __future__ import annotations
 
 import torch
 
+from rulelab.models.attention_sums import pairs, scores, weighted_sum
+
 PAD = 16  # the batch axis is padded to a multiple of this (two AVX2 / one AVX-512 vector)
 
 
 def scores_softmax(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
     """``q [E, H, dh, Tq, B]``, ``k [E, H, dh, T, B]`` → pattern ``p [T, E, H, Tq, B]``
     (softmax over the keys, the outermost axis) of ``scale · q·k``."""
-    T, dh = k.shape[3], k.shape[2]
-    s = q.new_empty(T, *q.shape[:2], *q.shape[3:])
-    for j in range(T):  # s_j = Σ_c q_c k_{c,j}
-        if q.shape[3] == 1:  # one query: one product [E, H, dh, 1, B] summed over c
-            torch.sum(q * k[:, :, :, j : j + 1], dim=2, out=s[j])
-            continue
-        sj = s[j]  # all queries: dh products [E, H, Tq, B] accumulated in a cached s_j
-        torch.mul(q[:, :, 0], k[:, :, 0, j : j + 1], out=sj)
-        for c in range(1, dh):
-            sj.addcmul_(q[:, :, c], k[:, :, c, j : j + 1])
+    s = scores(q, k, q.new_empty(k.shape[3], *q.shape[:2], *q.shape[3:]))
     s.sub_(s.amax(0)).mul_(scale).exp_()
     return s.div_(s.sum(0))
 
 
 def mix_values(p: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """``p [T, E, H, Tq, B]``, ``v [E, H, dh, T, B]`` → ``z = Σ_j p_j v_j [E, H, dh, Tq, B]``."""
-    z = v.new_empty(*v.shape[:3], p.shape[3], v.shape[4])
-    _weighted_sum(p, v, z)
-    return z
-
-
-def _weighted_sum(w: torch.Tensor, a: torch.Tensor, out: torch.Tensor) -> None:
-    """``out [E, H, dh, Tq, B] = Σ_j w_j a_j`` for ``w [T, E, H, Tq, B]``, ``a [E, H, dh, T, B]``,
-    summed in key order: per c for many queries (outputs that stay in cache), per key for one."""
-    T, dh = w.shape[0], a.shape[2]
-    if w.shape[3] == 1:
-        torch.mul(w[0].unsqueeze(2), a[:, :, :, 0:1], out=out)
-        for j in range(1, T):
-            out.addcmul_(w[j].unsqueeze(2), a[:, :, :, j : j + 1])
-        return
-    for c in range(dh):
-        oc = out[:, :, c]
-        torch.mul(w[0], a[:, :, c, 0:1], out=oc)
-        for j in range(1, T):
-            oc.addcmul_(w[j], a[:, :, c, j : j + 1])
-
-
-def _pairs(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
-    """``out [E, H, dh, B] = Σ_i a[:, :, i] b[:, :, :, i]`` for ``a [E, H, Tq, B]``,
-    ``b [E, H, dh, Tq, B]``: a sum over the queries, in query order."""
-    torch.mul(a[:, :, 0:1], b[:, :, :, 0], out=out)
-    for i in range(1, a.shape[2]):
-        out.addcmul_(a[:, :, i : i + 1], b[:, :, :, i])
+    return weighted_sum(p, v, v.new_empty(*v.shape[:3], p.shape[3], v.shape[4]))
 
 
 def core_backward(dz, q, k, v, p, scale, dq, dk, dv) -> None:
     """Gradients of :func:`scores_softmax` + :func:`mix_values`, written into ``dq`` (shaped as
     q), ``dk`` and ``dv`` (shaped as k)."""
-    T, dh, Tq = p.shape[0], q.shape[2], p.shape[3]
-    dp = torch.empty_like(p)  # [T, E, H, Tq, B]
-    for j in range(T):
-        dpj = dp[j]
-        if Tq == 1:
-            torch.sum(dz * v[:, :, :, j : j + 1], dim=2, out=dpj)
-        else:
-            torch.mul(dz[:, :, 0], v[:, :, 0, j : j + 1], out=dpj)
-            for c in range(1, dh):
-                dpj.addcmul_(dz[:, :, c], v[:, :, c, j : j + 1])
-        _pairs(p[j], dz, dv[:, :, :, j])
+    dp = scores(dz, v, torch.empty_like(p))  # dp_j = Σ_c dz_c v_{c,j}: [T, E, H, Tq, B]
+    pairs(p, dz, dv)  # dv_j = Σ_i p_{j,i} dz_i
     ds = dp.sub_((p * dp).sum(0)).mul_(p).mul_(scale)  # softmax backward, keys outermost
-    _weighted_sum(ds, k, dq)
-    for j in range(T):
-        _pairs(ds[j], q, dk[:, :, :, j])
+    weighted_sum(ds, k, dq)  # dq = Σ_j ds_j k_j
+    pairs(ds, q, dk)  # dk_j = Σ_i ds_{j,i} q_i
 
 
 class PackedAttention(torch.autograd.Function):

@@ -22,7 +22,7 @@ from rulelab.models.components import Block, LayerNorm
 from rulelab.models.fused_forward import fused_forward
 from rulelab.models.hooks import HookedEnsemble, HookPoint
 
-FAST_ATTENTION_ENGINE = 2  # the engine version that runs forward_fast (issue 25)
+FAST_ATTENTION_ENGINE = 7  # the engine version that runs forward_fast (store.version, issue 25)
 COMPILED_ENGINES = (3, 5)  # trace fused_forward inside torch.compile (store.version, issue 25)
 
 
@@ -59,6 +59,7 @@ class EnsembleTransformer(HookedEnsemble):
     """
 
     engine = 1
+    eager_engine = FAST_ATTENTION_ENGINE  # the eager engine of its configs on the CPU
 
     def __init__(self, shape: TransformerShape, n_members: int) -> None:
         super().__init__()
@@ -106,7 +107,7 @@ class EnsembleTransformer(HookedEnsemble):
         if (self.engine == FAST_ATTENTION_ENGINE and not hooked
                 and torch._C._functorch.maybe_current_level() is None):
             return self.forward_fast(x)
-        # Engine 1; or hooks, or under vmap / grad (per-example gradients: the analyses): the
+        # Engines 1 and 4; or hooks, or under vmap / grad (per-example gradients: the analyses): the
         # TransformerLens layout, whose ops all have batching rules.
         tokens = self.add_cls(x)
         E, B, T = tokens.shape
@@ -127,7 +128,7 @@ class EnsembleTransformer(HookedEnsemble):
         return torch.baddbmm(self.b_U.unsqueeze(1), cls, self.W_U)  # [E, B, k]
 
     def forward_fast(self, x: torch.Tensor) -> torch.Tensor:
-        """:meth:`forward` without hooks (engine 2): the residual stream ``[E, T, B, d]``,
+        """:meth:`forward` without hooks (engine 7): the residual stream ``[E, T, B, d]``,
         positions outermost, the batch padded to a multiple of ``PAD`` with copies of its
         first example (their logits are dropped, so their gradient is exactly 0), and only
         the CLS row past the last block's keys and values."""
@@ -146,3 +147,9 @@ class EnsembleTransformer(HookedEnsemble):
             cls = self.ln_final.forward_fast(cls)
         logits = torch.baddbmm(self.b_U.unsqueeze(1), cls, self.W_U)  # [E, B', k]
         return logits[:, :B] if pad else logits
+
+
+def eager_engine(cfg) -> int:
+    """The engine version the eager engine trains a transformer config with
+    (``Task.eager_engine``): :data:`FAST_ATTENTION_ENGINE`, whatever its shape."""
+    return EnsembleTransformer.eager_engine

@@ -16,25 +16,30 @@ version it trained under is recorded on the run and in its checkpoint. A checkpo
 before engine versions existed carries none and reads as version 1.
 
 - 1: the first engine (issues 1–24), on as many threads as torch's default (the cores).
-- 2: attention without tiny matmuls (:mod:`rulelab.models.attention_core`): the residual stream
-  positions-outermost, the batch padded to a multiple of 16, a keys-outermost softmax, q
-  projected only at CLS in the last block, LayerNorm fused per member (issue 25). The same
-  function, other rounding; written and tested (member ≡ solo bitwise), switched on by setting
-  ``ENGINE_VERSION = 2`` here, which it is not yet: measured 1.0–1.1× engine 1 on this CPU
-  (bench/engine_compare.py), while a lab in progress would need ``--allow-engine-change``.
+- 2: attention without tiny matmuls (issue 25): never switched on, so no run records it;
+  its design became engine 7.
 - 3: ``engine = "compiled"`` (opt-in): each micro-batch's forward and backward compiled whole
   by ``torch.compile`` (inductor), tracing :mod:`rulelab.models.fused_forward`
   (:mod:`rulelab.engine.compiled`); evaluation and analyses stay eager.
 - 4: engine 1's computation on one CPU thread (:mod:`rulelab.engine.threads`): before, a
   trainer used every core, and PyTorch sums a long reduction in an order that depends on the
-  thread count, so engine 1's numbers depended on the machine (unrecorded). The default now.
+  thread count, so engine 1's numbers depended on the machine (unrecorded). The default
+  eager engine (:data:`ENGINE_VERSION`) of every model that declares none of its own.
 - 5: engine 3's (compiled) on one CPU thread: its weight matmuls were multi-threaded library
   calls. On CUDA, 4 and 5 compute what 1 and 3 did.
 - 6: engine 4 with sparse parity's MLP readout as an elementwise product summed over M, a lone
   member's first-layer product computed beside a copy of itself and the logistic loss on
   member-aligned rows: member ≡ solo bitwise (engine 4's ``bmm`` readout rounded otherwise for
   one member than for several). The eager engine of that model only
-  (``rulelab.studies.sparse_parity.model``); every other model's is 4.
+  (``rulelab.studies.sparse_parity.model``).
+- 7: the transformer's eager engine on the CPU (``rulelab.models.transformer``, issue 25):
+  engine 4 on one thread with the residual stream positions-outermost and the batch padded to
+  a multiple of 16, the attention over a few positions as three sums of products vectorized
+  over the batch (:mod:`rulelab.models.attention_sums`: native loops where a C++ compiler is
+  found, else the same chains as PyTorch ops — the same numbers), the last block's query
+  projected only at CLS, and LayerNorm run per member. Engine 4 stays computable for the
+  transformer (``--engine 4``: :data:`KEPT_ENGINES`); on a GPU its eager engine is 4
+  (:data:`CPU_ONLY_ENGINES`: the sums are CPU loops).
 """
 
 from __future__ import annotations
@@ -49,6 +54,11 @@ ENGINE_VERSION = 4  # the eager engine's numerics; bump when a change alters num
 COMPILED_ENGINE = 5  # Settings.engine = "compiled": the step fused by torch.compile
 ENGINES = {"eager": ENGINE_VERSION, "compiled": COMPILED_ENGINE}  # Settings.engine → version
 LEGACY_ENGINE = 1  # what a run or checkpoint without a recorded engine version was trained by
+# A model's eager engine → older engines it still computes on request (``--engine 4``), so a
+# lab trained under one keeps its numbers when the default moves on.
+KEPT_ENGINES = {7: (4,)}
+# An eager engine for the CPU only → the engine the model trains with on another device.
+CPU_ONLY_ENGINES = {7: 4}
 _GIT_TIMEOUT_S = 5.0
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 

@@ -33,6 +33,7 @@ MPSP = Task(
     trainer=f"{_HERE}.trainer:MPSPTrainer",
     data_builder=f"{_HERE}.trainer:build_data",
     model_builder=f"{_HERE}.trainer:build_model",
+    eager_engine="rulelab.models.transformer:eager_engine",  # 7 (store.version)
     tl_export=f"{_HERE}.trainer:tl_export",
     cost=mpsp_cost,
     views=f"{_HERE}.views:VIEW",

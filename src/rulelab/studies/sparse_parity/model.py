@@ -35,7 +35,6 @@ from torch import nn
 
 from rulelab.models.hooks import HookedEnsemble, HookPoint
 from rulelab.models.transformer import EnsembleTransformer, TransformerShape
-from rulelab.store.version import ENGINE_VERSION
 
 
 class EnsembleParityMLP(HookedEnsemble):
@@ -100,8 +99,9 @@ class EnsembleParityMLP(HookedEnsemble):
 
 def eager_engine(cfg) -> int:
     """The engine version the eager engine trains ``cfg`` with (``Task.eager_engine``): the
-    MLP's own; the transformer is study S's network, with the default eager engine's numerics."""
-    return EnsembleParityMLP.eager_engine if cfg.model == "mlp" else ENGINE_VERSION
+    MLP's own; the transformer is study S's network, with its eager engine (7)."""
+    model = EnsembleParityMLP if cfg.model == "mlp" else EnsembleTransformer
+    return model.eager_engine
 
 
 def transformer_shape(cfg) -> TransformerShape:
@@ -134,6 +134,15 @@ class ParityTransformer(HookedEnsemble):
     def first_layer(self) -> None:
         """No coordinate-wise first layer (bits enter through shared token embeddings)."""
         return None
+
+    @property
+    def engine(self) -> int:
+        """The engine version the transformer computes (the trainer sets it)."""
+        return self.net.engine
+
+    @engine.setter
+    def engine(self, version: int) -> None:
+        self.net.engine = version
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = self.net((x > 0).long())  # [E, B, 2]

@@ -1,0 +1,202 @@
+"""The three sums attention over a few positions is made of, in the batch-innermost layout of
+:mod:`rulelab.models.attention_core` (engine 7, issue 25): native loops where a C++ compiler
+is found, else the same chains in PyTorch — the same numbers either way.
+
+- :func:`scores`: ``s[j, e, h, i, b] = Σ_c q[e, h, c, i, b] · k[e, h, c, j, b]`` (the scores
+  ``q·k``; in the backward ``dp = dz·v``);
+- :func:`weighted_sum`: ``out[e, h, c, i, b] = Σ_j w[j, e, h, i, b] · a[e, h, c, j, b]``
+  (``z = Σ_j p_j v_j``; ``dq = Σ_j ds_j k_j``);
+- :func:`pairs`: ``out[e, h, c, j, b] = Σ_i w[j, e, h, i, b] · x[e, h, c, i, b]``
+  (``dv``, ``dk``: a sum over the queries).
+
+Each is a chain ``x₀y₀ + x₁y₁ + …`` summed in index order for every element. PyTorch runs it
+as one ``mul`` and then ``addcmul_`` per term, each rounded once per product and once per sum;
+the native kernels (``attention_kernels.cpp``) run the same chain per element with
+floating-point contraction off, so they round exactly as PyTorch does
+(tests/engine/models/test_attention_sums.py). On this CPU (2k ladder rung, one thread) they
+are ≈ 20× faster than the op-by-op chain, whose every term is a pass over memory.
+
+The native library is built once per source, compiler and CPU with the C++ compiler
+(``$CXX``, else ``g++``/``c++``), into ``$RULELAB_KERNEL_CACHE`` (default
+``~/.cache/rulelab/kernels``); ``RULELAB_NATIVE=0`` keeps the PyTorch path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("attention_kernels.cpp")
+FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC")
+BLOCK = 16  # examples per native block (attention_kernels.cpp: W); B must be a multiple
+_BUILD_TIMEOUT_S = 120
+
+
+def cache_dir() -> Path:
+    """Where built kernels are kept: ``$RULELAB_KERNEL_CACHE``, else the user cache."""
+    if env := os.environ.get("RULELAB_KERNEL_CACHE"):
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "rulelab" / "kernels"
+
+
+def _compiler() -> str | None:
+    for name in (os.environ.get("CXX"), "g++", "c++"):
+        if name and shutil.which(name):
+            return name
+    return None
+
+
+def _cpu_key() -> str:
+    """What ``-march=native`` compiles for: the CPU's model and flags."""
+    try:
+        info = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() or platform.machine()
+    keep = [ln for ln in info if ln.startswith(("model name", "flags"))][:2]
+    return platform.machine() + "\n".join(keep)
+
+
+@functools.cache
+def _build() -> ctypes.CDLL | str:
+    """The loaded native library, or why there is none (one line)."""
+    if os.environ.get("RULELAB_NATIVE", "1") == "0":
+        return "RULELAB_NATIVE=0"
+    cxx = _compiler()
+    if cxx is None:
+        return "no C++ compiler found"
+    try:
+        version = subprocess.run([cxx, "--version"], capture_output=True, text=True,
+                                 timeout=30).stdout
+        key = hashlib.sha256("\0".join([SOURCE.read_text(), " ".join(FLAGS), version,
+                                        _cpu_key()]).encode()).hexdigest()[:16]
+        lib = cache_dir() / f"attention-{key}.so"
+        if not lib.exists():
+            lib.parent.mkdir(parents=True, exist_ok=True)
+            # Built beside its final name and renamed: concurrent workers never load half a file.
+            fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib.parent)
+            os.close(fd)
+            try:
+                done = subprocess.run([cxx, *FLAGS, str(SOURCE), "-o", tmp], capture_output=True,
+                                      text=True, timeout=_BUILD_TIMEOUT_S)
+                if done.returncode != 0:
+                    return f"{cxx} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}"
+                os.replace(tmp, lib)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        return _declare(ctypes.CDLL(str(lib)))
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"{type(err).__name__}: {err}"
+
+
+def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
+    p, i = ctypes.c_void_p, ctypes.c_int64
+    lib.rl_scores.argtypes = [p, i, i, i, i, p, i, i, i, i, p, i, i, i, i, i, i]
+    for name in ("rl_weighted_sum", "rl_pairs"):
+        getattr(lib, name).argtypes = [p, p, i, i, i, i, p, i, i, i, i, i, i, i, i, i, i]
+    for name in ("rl_scores", "rl_weighted_sum", "rl_pairs"):
+        getattr(lib, name).restype = None
+    return lib
+
+
+def unavailable() -> str | None:
+    """Why the native kernels are not used here, or None when they are."""
+    built = _build()
+    return built if isinstance(built, str) else None
+
+
+@functools.cache
+def _notice(why: str) -> None:
+    warnings.warn(f"native attention kernels unavailable ({why}): attention runs as PyTorch "
+                  "ops, the same numbers, slower", RuntimeWarning, stacklevel=4)
+
+
+def _native(*tensors: torch.Tensor) -> ctypes.CDLL | None:
+    """The library, where it can take these tensors (fp32 on the CPU, a batch of whole blocks,
+    within its bounds, innermost axis contiguous)."""
+    t0 = tensors[0]
+    if not all(t.device.type == "cpu" and t.dtype == torch.float32 and t.stride(-1) == 1
+               for t in tensors):
+        return None
+    if t0.shape[-1] % BLOCK or torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return None
+    built = _build()
+    if isinstance(built, str):
+        if built != "RULELAB_NATIVE=0":
+            _notice(built)
+        return None
+    return built
+
+
+def _ptr(t: torch.Tensor) -> int:
+    return t.data_ptr()
+
+
+def scores(q: torch.Tensor, k: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out [T, E, H, Tq, B] = Σ_c q[:, :, c] · k[:, :, c, j]`` for ``q [E, H, dh, Tq, B]``,
+    ``k [E, H, dh, T, B]`` (views, innermost axis contiguous)."""
+    E, H, dh, Tq, B = q.shape
+    T = k.shape[3]
+    lib = _native(q, k, out) if out.is_contiguous() else None
+    if lib is None:
+        for j in range(T):
+            sj = out[j]
+            torch.mul(q[:, :, 0], k[:, :, 0, j : j + 1], out=sj)
+            for c in range(1, dh):
+                sj.addcmul_(q[:, :, c], k[:, :, c, j : j + 1])
+        return out
+    lib.rl_scores(_ptr(q), *q.stride()[:4], _ptr(k), *k.stride()[:4], _ptr(out),
+                  E, H, dh, Tq, T, B)
+    return out
+
+
+def weighted_sum(w: torch.Tensor, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out [E, H, dh, Tq, B] = Σ_j w[j] · a[:, :, :, j]`` for ``w [T, E, H, Tq, B]``
+    (contiguous), ``a [E, H, dh, T, B]``."""
+    T, E, H, Tq, B = w.shape
+    dh = a.shape[2]
+    lib = _native(w, a, out) if w.is_contiguous() else None
+    if lib is None and Tq == 1:  # one query: whole [E, H, dh, 1, B] terms, in key order
+        torch.mul(w[0].unsqueeze(2), a[:, :, :, 0:1], out=out)
+        for j in range(1, T):
+            out.addcmul_(w[j].unsqueeze(2), a[:, :, :, j : j + 1])
+        return out
+    if lib is None:
+        for c in range(dh):
+            oc = out[:, :, c]
+            torch.mul(w[0], a[:, :, c, 0:1], out=oc)
+            for j in range(1, T):
+                oc.addcmul_(w[j], a[:, :, c, j : j + 1])
+        return out
+    lib.rl_weighted_sum(_ptr(w), _ptr(a), *a.stride()[:4], _ptr(out), *out.stride()[:4],
+                        E, H, dh, Tq, T, B)
+    return out
+
+
+def pairs(w: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out [E, H, dh, T, B]``: ``out[:, :, :, j] = Σ_i w[j, :, :, i] · x[:, :, :, i]`` for
+    ``w [T, E, H, Tq, B]`` (contiguous), ``x [E, H, dh, Tq, B]``."""
+    T, E, H, Tq, B = w.shape
+    dh = x.shape[2]
+    lib = _native(w, x, out) if w.is_contiguous() else None
+    if lib is None:
+        for j in range(T):
+            oj, wj = out[:, :, :, j], w[j]
+            torch.mul(wj[:, :, 0:1], x[:, :, :, 0], out=oj)
+            for i in range(1, Tq):
+                oj.addcmul_(wj[:, :, i : i + 1], x[:, :, :, i])
+        return out
+    lib.rl_pairs(_ptr(w), _ptr(x), *x.stride()[:4], _ptr(out), *out.stride()[:4],
+                 E, H, dh, Tq, T, B)
+    return out
