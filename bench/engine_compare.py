@@ -1,5 +1,5 @@
-"""Engine 4 (eager) vs engine 2 vs engine 5 (compiled) vs a naive per-seed loop, one training
-step, paired in one process (issue 25).
+"""Engine 4 vs engine 7 (the transformer's eager engine) vs engine 5 (compiled) vs a naive
+per-seed loop, one training step, paired in one process (issue 25).
 
 Sizes: ``ladder`` (study S 2L, d_model 24 / d_mlp 48, 2 heads, n = 10, V = 64, full batch
 2,048, the scale ladder's first rung) or ``paper`` (d_model 64 / d_mlp 128, full batch 16,384).
@@ -7,16 +7,18 @@ Each repetition times, back to back: (a) the naive loop (bench/naive_model.py + 
 after another, full batch at once, on this process's threads); (b) rulelab's trainer, engine 4
 (engine 1's computation — q, k, v copied to ``[E·B, H, T, d_head]``, tiny batched matmuls, the
 TransformerLens-layout path every hooked forward takes — on one thread, as every CPU training
-step now runs, :mod:`rulelab.engine.threads`); (c) the same with engine 2
-(:mod:`rulelab.models.attention_core`); (d) the compiled engine, ``Settings(engine="compiled")``
-(:mod:`rulelab.engine.compiled`), whose first step compiles (its time is printed first).
+step now runs, :mod:`rulelab.engine.threads`; ``--engine 4``); (c) engine 7, the default
+(:mod:`rulelab.models.attention_core`, its sums native: :mod:`rulelab.models.attention_sums`;
+``RULELAB_NATIVE=0`` times their PyTorch chains); (d) the compiled engine,
+``Settings(engine="compiled")`` (:mod:`rulelab.engine.compiled`), whose first step compiles
+(its time is printed first).
 Machines shared with other work are timed by CPU time of this process (``time.process_time``)
 as well as wall time; ratios are medians of the per-repetition ratios. Then one step of each
 engine under the profiler: the share of matmul kernels in the step's self CPU time (the
 compiled graph's own kernels count as the rest).
 
     OMP_NUM_THREADS=1 python bench/engine_compare.py ladder --seeds 8 --reps 5
-    OMP_NUM_THREADS=1 python bench/engine_compare.py paper --seeds 4 --engines 4,5
+    OMP_NUM_THREADS=1 python bench/engine_compare.py paper --seeds 4 --engines 4,7
 """
 
 from __future__ import annotations
@@ -41,14 +43,11 @@ MATMULS = ("aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm")
 
 
 def trainer(cfgs, engine: int) -> MPSPTrainer:
-    """rulelab's trainer computing engine ``engine``'s numerics: 4 (eager, the default: engine
-    1's computation on one thread), 2 (the positions-outermost attention, also on one thread
-    now) or 5 (compiled; 3 also reads as compiled)."""
+    """rulelab's trainer computing engine ``engine``'s numerics: 7 (eager, the default), 4
+    (engine 1's computation on one thread) or 5 (compiled; 3 also reads as compiled)."""
     if engine in (3, COMPILED_ENGINE):
         return MPSPTrainer(cfgs, Settings(engine="compiled"))
-    tr = MPSPTrainer(cfgs, Settings())
-    tr.model.engine = engine
-    return tr
+    return MPSPTrainer(cfgs, Settings(engine=str(engine)))
 
 
 def naive_step(cfgs, ref):
@@ -89,7 +88,7 @@ def main() -> None:
     ap.add_argument("size", choices=sorted(SIZES))
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--engines", default="4,2,5", help="engine versions to time besides naive")
+    ap.add_argument("--engines", default="4,7,5", help="engine versions to time besides naive")
     ap.add_argument("--n-train", type=int, default=None, help="override the full batch (the "
                     "trainer's micro-batches stay 512 examples, so a step's profile is kept)")
     args = ap.parse_args()

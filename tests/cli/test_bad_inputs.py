@@ -483,6 +483,14 @@ def issue10_cases(w: dict) -> list[Case]:
              ("RULELAB_PROGRESS_SECONDS",), absent=(new,), setup=_bad_progress_interval),
         Case("sweep:progress-interval", ["sweep", w["tiny"], "--lab", s_lab],
              ("RULELAB_PROGRESS_SECONDS",), lab=s_lab, setup=_bad_progress_interval),
+        # issue 25: an engine version the model does not compute (the transformer: 7, 5, 4)
+        Case("train-mpsp:engine-6", ["train", "mpsp", *TINY, "--seed-start", "7", "--engine",
+                                     "6", "--lab", s_lab], ("--engine", "allowed: eager"),
+             lab=s_lab, setup=_no_gpu),
+        Case("train-modular:engine-7", ["train", "modular", *M_TINY, "--engine", "7", "--lab",
+                                        m_lab], ("--engine",), lab=m_lab, setup=_no_gpu),
+        Case("train-mpsp:engine-word", ["train", "mpsp", *TINY, "--engine", "fast", "--lab",
+                                        new], ("--engine",), absent=(new,)),
     ]
 
 

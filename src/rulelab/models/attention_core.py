@@ -1,4 +1,4 @@
-"""Attention over a few positions without tiny matmuls: the training layout of engine 2 (issue 25).
+"""Attention over a few positions without tiny matmuls: the training layout of engine 7 (issue 25).
 
 Study S attends over T = 11 positions with heads of 12–32: per example and head, ``q kᵀ`` is an
 11 × d_head × 11 product, and a batched matmul over E·B·H of them runs at well under 1 GFLOP/s
@@ -7,10 +7,11 @@ on a CPU (each is a library call of its own), while the layout copies around it 
 
 Here the batch axis ``B`` is innermost and contiguous: ``q, k, v [E, H, d_head, T, B]``, exactly
 the rows of one QKV matmul computed transposed (``Wᵀ xᵀ``), and the softmax runs with the keys
-outermost, ``[T_k, E, H, T_q, B]``. Every step is then a loop over the ≤ 11 key positions of
-elementwise products and sums vectorized over ``B`` (``s_j = Σ_c q_c k_{j,c}``,
-``z = Σ_j p_j v_j``), forward and backward by hand, with no layout copy anywhere and the
-gradient of q, k and v written straight into one buffer.
+outermost, ``[T_k, E, H, T_q, B]``. Attention is then three sums of products vectorized over
+``B`` (``s_j = Σ_c q_c k_{j,c}``, ``z = Σ_j p_j v_j`` and, in the backward, sums over the
+queries: :mod:`rulelab.models.attention_sums`, native loops or their PyTorch chains), forward
+and backward by hand, with no layout copy and the gradient of q, k and v written straight into
+one buffer.
 
 Bitwise: every op is elementwise or sums over ``d_head``, the keys or the queries of one
 example, in a fixed order, never across examples or members; ``B`` is a multiple of 16 (the

@@ -11,10 +11,11 @@ is found, else the same chains in PyTorch — the same numbers either way.
 
 Each is a chain ``x₀y₀ + x₁y₁ + …`` summed in index order for every element. PyTorch runs it
 as one ``mul`` and then ``addcmul_`` per term, each rounded once per product and once per sum;
-the native kernels (``attention_kernels.cpp``) run the same chain per element with
-floating-point contraction off, so they round exactly as PyTorch does
-(tests/engine/models/test_attention_sums.py). On this CPU (2k ladder rung, one thread) they
-are ≈ 20× faster than the op-by-op chain, whose every term is a pass over memory.
+the native kernels (``attention_kernels.cpp``) run the same chain per element, register-tiled,
+so they round exactly as PyTorch does (tests/engine/models/test_attention_sums.py). Measured
+on one thread of an AMD EPYC (AVX2), 4 members × 512 examples, 11 positions: 3–6× faster than
+the op-by-op chain, whose every term is a pass over memory (the scores 0.63 vs 2.9 ms at
+d_head 12, 3.3 vs 9.9 ms at d_head 32; one query: 0.38 vs 5.1 ms).
 
 The native library is built once per source, compiler and CPU with the C++ compiler
 (``$CXX``, else ``g++``/``c++``), into ``$RULELAB_KERNEL_CACHE`` (default

@@ -4,7 +4,7 @@ Weight names and layouts follow TransformerLens (``x @ W``, ``W [in, out]``), ea
 extra leading ``E``: ``W_Q [E, n_heads, d_model, d_head]``, ``W_O [E, n_heads, d_head, d_model]``.
 Activations are ``[E, batch, pos, ...]``; hook names match TransformerLens.
 
-Without hooks, a model runs its blocks' ``forward_fast`` instead (engine 2, issue 25): the
+Without hooks, a model runs its blocks' ``forward_fast`` instead (engine 7, issue 25): the
 residual stream is ``[E, pos, batch, d]`` (positions outermost) and attention runs through
 :mod:`rulelab.models.attention_core`, with no layout copy; the same function to rounding.
 """
@@ -48,7 +48,7 @@ class LayerNorm(nn.Module):
         return torch.addcmul(self.b.view(shape), y, self.w.view(shape))
 
     def forward_fast(self, x: torch.Tensor) -> torch.Tensor:
-        """:meth:`forward` without hooks: one fused kernel per member (engine 2)."""
+        """:meth:`forward` without hooks: one fused kernel per member (engine 7)."""
         return MemberLayerNorm.apply(x, self.w, self.b, self.eps)
 
 

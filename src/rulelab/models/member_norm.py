@@ -1,4 +1,4 @@
-"""LayerNorm of every member with its own affine weights, fused (engine 2, issue 25).
+"""LayerNorm of every member with its own affine weights, fused (engine 7, issue 25).
 
 ``F.layer_norm`` has no member axis for ``w, b [E, d]``, so the hooked
 :class:`~rulelab.models.components.LayerNorm` normalizes in one call and applies the affine

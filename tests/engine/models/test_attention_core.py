@@ -1,4 +1,4 @@
-"""Engine 2's attention (issue 25): the hand-written keys-outermost core against autograd of the
+"""Engine 7's attention (issue 25): the hand-written keys-outermost core against autograd of the
 textbook formula and the fast forward against the hooked one. A member trained with it equals
 its solo run to the last bit (study S's trainer, the transformer's):
 tests/studies/shortcut_saturation/test_mpsp_attention_engine.py."""

@@ -1,19 +1,17 @@
-"""Engine 2's attention (issue 25) in training: a member trained in an ensemble equals its solo
-run to the last bit, batches that need padding included (study S's trainer, the transformer's;
-the attention core itself: tests/engine/models/test_attention_core.py)."""
+"""Engine 7, the transformer's eager engine (issue 25), in training: a member trained in an
+ensemble equals its solo run to the last bit, batches that need padding included (study S's
+trainer, the transformer's; the attention core itself: tests/engine/models/test_attention_core.py,
+its native sums: tests/engine/models/test_attention_sums.py)."""
 
 import torch
 
-import rulelab.engine.base
 from rulelab.models.transformer import FAST_ATTENTION_ENGINE
 from rulelab.settings import Settings
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.trainer import MPSPTrainer
 
 
-def test_member_equals_alone_to_the_last_bit_with_padded_batches(monkeypatch):
-    monkeypatch.setattr(rulelab.engine.base, "engine_in_use",
-                        lambda s, c=None: FAST_ATTENTION_ENGINE)
+def test_member_equals_alone_to_the_last_bit_with_padded_batches():
     # 200 examples in micro-batches of 96 end with one of 8; 70 eval examples in chunks of 48
     # end with 22: both padded; three members, so no member's slice starts on a 16 boundary
     # by accident of the ensemble's size.

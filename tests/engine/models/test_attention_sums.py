@@ -1,0 +1,110 @@
+"""Engine 7's attention sums: the native kernels equal their PyTorch chains bitwise (so the
+engine's numbers do not depend on whether a compiler was found), on views into one QKV buffer,
+with one query or many; and where nothing builds, the PyTorch path runs with one notice."""
+
+import warnings
+
+import pytest
+import torch
+
+from rulelab.models import attention_sums as sums
+from rulelab.models.attention_core import PackedAttention, QueryAttention
+
+
+@pytest.fixture
+def native(monkeypatch):
+    """A function running ``f`` with the native kernels (``True``) or PyTorch's chains."""
+    def run(on: bool, f):
+        monkeypatch.setenv("RULELAB_NATIVE", "1" if on else "0")
+        sums._build.cache_clear()
+        try:
+            return f()
+        finally:
+            sums._build.cache_clear()
+    if sums.unavailable() is not None:
+        pytest.skip(f"native kernels unavailable here: {sums.unavailable()}")
+    return run
+
+
+SHAPES = [  # E, H, dh, T, Tq, B
+    (4, 2, 12, 11, 11, 64), (1, 2, 32, 11, 1, 32), (3, 1, 5, 7, 7, 16), (2, 3, 8, 6, 6, 48),
+]
+
+
+@pytest.mark.parametrize(("E", "H", "dh", "T", "Tq", "B"), SHAPES)
+def test_each_native_sum_equals_its_pytorch_chain_bitwise(native, E, H, dh, T, Tq, B):
+    g = torch.Generator().manual_seed(E * 100 + dh)
+    q, k, v = torch.randn(E, 3, H, dh, T, B, generator=g).unbind(1)  # strided views
+    if Tq == 1:
+        q = torch.randn(E, H, dh, 1, B, generator=g)
+    w = torch.randn(T, E, H, Tq, B, generator=g)
+    cases = {"scores": (sums.scores, (q, k), (T, E, H, Tq, B)),
+             "weighted_sum": (sums.weighted_sum, (w, v), (E, H, dh, Tq, B)),
+             "pairs": (sums.pairs, (w, q), (E, H, dh, T, B))}
+    for name, (f, args, shape) in cases.items():
+        a = native(True, lambda f=f, args=args, shape=shape: f(*args, torch.full(shape, 7.0)))
+        b = native(False, lambda f=f, args=args, shape=shape: f(*args, torch.full(shape, 7.0)))
+        assert torch.equal(a, b), name
+        # and what each computes: the sum it names, to float rounding
+        ref = {"scores": torch.einsum("ehcib,ehcjb->jehib", q.double(), k.double()),
+               "weighted_sum": torch.einsum("jehib,ehcjb->ehcib", w.double(), v.double()),
+               "pairs": torch.einsum("jehib,ehcib->ehcjb", w.double(), q.double())}[name]
+        torch.testing.assert_close(a.double(), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_forward_and_backward_equal_with_and_without_native_kernels(native):
+    g = torch.Generator().manual_seed(3)
+    qkv = torch.randn(2, 3, 2, 12, 11, 32, generator=g)
+    q1 = torch.randn(2, 2, 12, 1, 32, generator=g)
+    kv = torch.randn(2, 2, 2, 12, 11, 32, generator=g)
+    dz = torch.randn(2, 2, 12, 11, 32, generator=g)
+
+    def both():
+        x, q, y = (t.clone().requires_grad_() for t in (qkv, q1, kv))
+        z, zq = PackedAttention.apply(x, 0.3), QueryAttention.apply(q, y, 0.3)
+        (z * dz).sum().add((zq * dz[:, :, :, :1]).sum()).backward()
+        return z, zq, x.grad, q.grad, y.grad
+
+    for a, b in zip(native(True, both), native(False, both), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_batch_of_no_whole_block_or_a_grad_input_takes_the_pytorch_path(native):
+    q, k = torch.randn(1, 1, 4, 3, 10), torch.randn(1, 1, 4, 3, 10)  # B = 10: no whole block
+    assert sums._native(q, k) is None
+    q16 = torch.randn(1, 1, 4, 3, 16, requires_grad=True)
+    assert sums._native(q16) is None and sums._native(q16.detach()) is not None
+
+
+def test_without_a_compiler_pytorch_computes_with_one_notice(monkeypatch):
+    monkeypatch.setenv("RULELAB_NATIVE", "1")
+    monkeypatch.setattr(sums, "_compiler", lambda: None)
+    sums._build.cache_clear()
+    sums._notice.cache_clear()
+    try:
+        q, k = torch.randn(1, 2, 4, 3, 16), torch.randn(1, 2, 4, 3, 16)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                s = sums.scores(q, k, torch.empty(3, 1, 2, 3, 16))
+        assert sums.unavailable() == "no C++ compiler found"
+        assert len(caught) == 1 and "no C++ compiler found" in str(caught[0].message)
+        torch.testing.assert_close(s, torch.einsum("ehcib,ehcjb->jehib", q, k))
+    finally:
+        sums._build.cache_clear()
+
+
+def test_the_library_is_built_once_into_the_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("RULELAB_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setenv("RULELAB_NATIVE", "1")
+    sums._build.cache_clear()
+    try:
+        if sums.unavailable() is not None:
+            pytest.skip(f"native kernels unavailable here: {sums.unavailable()}")
+        (built,) = tmp_path.glob("attention-*.so")
+        assert [p.name for p in tmp_path.iterdir()] == [built.name]  # no temporary left
+        stamp = built.stat().st_mtime_ns
+        sums._build.cache_clear()
+        assert sums.unavailable() is None and built.stat().st_mtime_ns == stamp  # reused
+    finally:
+        sums._build.cache_clear()
