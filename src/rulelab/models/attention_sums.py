@@ -77,9 +77,11 @@ def _build() -> ctypes.CDLL | str:
     if cxx is None:
         return "no C++ compiler found"
     try:
-        version = subprocess.run([cxx, "--version"], capture_output=True, text=True,
-                                 timeout=30).stdout
-        key = hashlib.sha256("\0".join([SOURCE.read_text(), " ".join(FLAGS), version,
+        # The compiler by its resolved file (no process started: every worker loads this).
+        exe = Path(shutil.which(cxx) or cxx).resolve()
+        stat = exe.stat()
+        compiler = f"{exe}:{stat.st_size}:{stat.st_mtime_ns}"
+        key = hashlib.sha256("\0".join([SOURCE.read_text(), " ".join(FLAGS), compiler,
                                         _cpu_key()]).encode()).hexdigest()[:16]
         lib = cache_dir() / f"attention-{key}.so"
         if not lib.exists():
