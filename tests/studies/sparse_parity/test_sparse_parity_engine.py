@@ -154,3 +154,12 @@ def test_the_hint_names_the_engine_that_still_gives_the_recorded_version():
     assert "--engine eager" in engine_refusal("abc", 7, 40, 5, engines_for(TRANSFORMER))
     # at 4 (before engine 7) resumed eagerly: the transformer keeps engine 4 by its number
     assert "resume it with --engine 4," in engine_refusal("abc", 4, 40, 7, engines_for(TRANSFORMER))
+
+
+def test_the_transformer_computes_engine_7_eagerly_and_engine_1s_forward_when_compiled():
+    """Its network computes the engine the trainer sets, except under the compiled engine,
+    whose traced forward stays engine 1's, as it was before engine 7 (version 5's numbers)."""
+    model = SparseParityTrainer([TRANSFORMER]).model
+    assert model.engine == model.net.engine == 7
+    model.engine = COMPILED_ENGINE
+    assert model.engine == COMPILED_ENGINE and model.net.engine == 1

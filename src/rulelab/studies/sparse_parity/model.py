@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rulelab.models.hooks import HookedEnsemble, HookPoint
-from rulelab.models.transformer import EnsembleTransformer, TransformerShape
+from rulelab.models.transformer import COMPILED_ENGINES, EnsembleTransformer, TransformerShape
 
 
 class EnsembleParityMLP(HookedEnsemble):
@@ -118,6 +118,7 @@ class ParityTransformer(HookedEnsemble):
     def __init__(self, cfg, n_members: int) -> None:
         super().__init__()
         self.net = EnsembleTransformer(transformer_shape(cfg), n_members)
+        self._engine = self.net.engine
         self.setup_hooks()
 
     def init_weights(self, seeds: Sequence[int], scales: Sequence[float] | None = None
@@ -138,11 +139,14 @@ class ParityTransformer(HookedEnsemble):
     @property
     def engine(self) -> int:
         """The engine version the transformer computes (the trainer sets it)."""
-        return self.net.engine
+        return self._engine
 
     @engine.setter
     def engine(self, version: int) -> None:
-        self.net.engine = version
+        # Under the compiled engine this model has always traced engine 1's forward (before
+        # engine 7 nothing set its network's engine): kept, so version 5 keeps its numbers.
+        self._engine = version
+        self.net.engine = 1 if version in COMPILED_ENGINES else version
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = self.net((x > 0).long())  # [E, B, 2]
