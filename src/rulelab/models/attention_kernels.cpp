@@ -13,6 +13,7 @@
 // Strides are in floats, per axis (member e, head h, then a slab's own axes), so q, k, v can
 // be views into one QKV buffer; w and s are [T, E, H, Tq, B] contiguous.
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -38,7 +39,11 @@ constexpr int L = 1;
 static inline vec vload(const float* p) { return *p; }
 static inline void vstore(float* p, vec v) { *p = v; }
 static inline vec vmul(vec a, vec b) { return a * b; }
+#if defined(__FMA__)
 static inline vec vfmadd(vec a, vec b, vec c) { return __builtin_fmaf(a, b, c); }
+#else  // no FMA unit: PyTorch's addcmul_ rounds the product and the sum apart here too
+static inline vec vfmadd(vec a, vec b, vec c) { return a * b + c; }
+#endif
 #endif
 
 namespace {
