@@ -142,10 +142,6 @@ def _native(*tensors: torch.Tensor) -> ctypes.CDLL | None:
     return built
 
 
-def _ptr(t: torch.Tensor) -> int:
-    return t.data_ptr()
-
-
 def scores(q: torch.Tensor, k: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """``out [T, E, H, Tq, B] = Σ_c q[:, :, c] · k[:, :, c, j]`` for ``q [E, H, dh, Tq, B]``,
     ``k [E, H, dh, T, B]`` (views, innermost axis contiguous)."""
@@ -159,7 +155,7 @@ def scores(q: torch.Tensor, k: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
             for c in range(1, dh):
                 sj.addcmul_(q[:, :, c], k[:, :, c, j : j + 1])
         return out
-    lib.rl_scores(_ptr(q), *q.stride()[:4], _ptr(k), *k.stride()[:4], _ptr(out),
+    lib.rl_scores(q.data_ptr(), *q.stride()[:4], k.data_ptr(), *k.stride()[:4], out.data_ptr(),
                   E, H, dh, Tq, T, B)
     return out
 
@@ -182,8 +178,8 @@ def weighted_sum(w: torch.Tensor, a: torch.Tensor, out: torch.Tensor) -> torch.T
             for j in range(1, T):
                 oc.addcmul_(w[j], a[:, :, c, j : j + 1])
         return out
-    lib.rl_weighted_sum(_ptr(w), _ptr(a), *a.stride()[:4], _ptr(out), *out.stride()[:4],
-                        E, H, dh, Tq, T, B)
+    lib.rl_weighted_sum(w.data_ptr(), a.data_ptr(), *a.stride()[:4], out.data_ptr(),
+                        *out.stride()[:4], E, H, dh, Tq, T, B)
     return out
 
 
@@ -200,6 +196,6 @@ def pairs(w: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
             for i in range(1, Tq):
                 oj.addcmul_(wj[:, :, i : i + 1], x[:, :, :, i])
         return out
-    lib.rl_pairs(_ptr(w), _ptr(x), *x.stride()[:4], _ptr(out), *out.stride()[:4],
+    lib.rl_pairs(w.data_ptr(), x.data_ptr(), *x.stride()[:4], out.data_ptr(), *out.stride()[:4],
                  E, H, dh, Tq, T, B)
     return out
