@@ -1,5 +1,5 @@
 """Two chunks trained at once: in threads of one process (the local executor) or as two
-processes (what the Ray executor with ``--cpus-per-chunk 1`` runs), any engine (eager: 7)
+processes (what the Ray executor with ``--cpus-per-chunk 1`` runs), any engine (eager: 8)
 (issue 25). Steady state: each chunk (4 seeds of the ladder's 2k rung: 2L, 24/48, N 2,048)
 warms up 2 epochs, then both train 20 epochs at once; prints seconds per epoch of all 8 seeds,
 and an evaluation's seconds.

@@ -483,7 +483,7 @@ def issue10_cases(w: dict) -> list[Case]:
              ("RULELAB_PROGRESS_SECONDS",), absent=(new,), setup=_bad_progress_interval),
         Case("sweep:progress-interval", ["sweep", w["tiny"], "--lab", s_lab],
              ("RULELAB_PROGRESS_SECONDS",), lab=s_lab, setup=_bad_progress_interval),
-        # issue 25: an engine version the model does not compute (the transformer: 7, 5, 4)
+        # issue 25: an engine version the model does not compute (the transformer: 8, 5, 7, 4)
         Case("train-mpsp:engine-6", ["train", "mpsp", *TINY, "--seed-start", "7", "--engine",
                                      "6", "--lab", s_lab], ("--engine", "allowed: eager"),
              lab=s_lab, setup=_no_gpu),

@@ -84,10 +84,11 @@ def engines_for(config=None, device: str | torch.device = "cpu") -> dict[str, in
     and each version it can train with by number (the older ones its eager engine keeps:
     :data:`~rulelab.store.version.KEPT_ENGINES`)."""
     declared = eager_engine(config)
-    eager = declared
+    eager, kept = declared, KEPT_ENGINES.get(declared, ())
     if torch.device(device).type != "cpu":
         eager = CPU_ONLY_ENGINES.get(declared, declared)
-    numbered = [eager, COMPILED_ENGINE, *KEPT_ENGINES.get(declared, ())]
+        kept = tuple(v for v in kept if v not in CPU_ONLY_ENGINES)
+    numbered = [eager, COMPILED_ENGINE, *kept]
     return {**ENGINES, "eager": eager, **{str(v): v for v in numbered}}
 
 

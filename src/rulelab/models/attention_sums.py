@@ -17,90 +17,28 @@ on one thread of an AMD EPYC (AVX2), 4 members Ã— 512 examples, 11 positions: 3â
 the op-by-op chain, whose every term is a pass over memory (the scores 0.63 vs 2.9 ms at
 d_head 12, 3.3 vs 9.9 ms at d_head 32; one query: 0.38 vs 5.1 ms).
 
-The native library is built once per source, compiler and CPU with the C++ compiler
-(``$CXX``, else ``g++``/``c++``), into ``$RULELAB_KERNEL_CACHE`` (default
-``~/.cache/rulelab/kernels``); ``RULELAB_NATIVE=0`` keeps the PyTorch path.
+The native library is built once per source, compiler and CPU (:mod:`rulelab.models.native_build`:
+``$RULELAB_KERNEL_CACHE``; ``RULELAB_NATIVE=0`` keeps the PyTorch path).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import os
-import platform
-import shutil
-import subprocess
-import tempfile
-import warnings
 from pathlib import Path
 
 import torch
 
+from rulelab.models import native_build
+
 SOURCE = Path(__file__).with_name("attention_kernels.cpp")
-FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC")
 BLOCK = 16  # examples per native block (attention_kernels.cpp: W); B must be a multiple
-_BUILD_TIMEOUT_S = 120
-
-
-def cache_dir() -> Path:
-    """Where built kernels are kept: ``$RULELAB_KERNEL_CACHE``, else the user cache."""
-    if env := os.environ.get("RULELAB_KERNEL_CACHE"):
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "rulelab" / "kernels"
-
-
-def _compiler() -> str | None:
-    for name in (os.environ.get("CXX"), "g++", "c++"):
-        if name and shutil.which(name):
-            return name
-    return None
-
-
-def _cpu_key() -> str:
-    """What ``-march=native`` compiles for: the CPU's model and flags."""
-    try:
-        info = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return platform.processor() or platform.machine()
-    keep = [ln for ln in info if ln.startswith(("model name", "flags"))][:2]
-    return platform.machine() + "\n".join(keep)
 
 
 @functools.cache
 def _build() -> ctypes.CDLL | str:
     """The loaded native library, or why there is none (one line)."""
-    if os.environ.get("RULELAB_NATIVE", "1") == "0":
-        return "RULELAB_NATIVE=0"
-    cxx = _compiler()
-    if cxx is None:
-        return "no C++ compiler found"
-    try:
-        # The compiler by its resolved file (no process started: every worker loads this).
-        exe = Path(shutil.which(cxx) or cxx).resolve()
-        stat = exe.stat()
-        compiler = f"{exe}:{stat.st_size}:{stat.st_mtime_ns}"
-        key = hashlib.sha256("\0".join([SOURCE.read_text(), " ".join(FLAGS), compiler,
-                                        _cpu_key()]).encode()).hexdigest()[:16]
-        lib = cache_dir() / f"attention-{key}.so"
-        if not lib.exists():
-            lib.parent.mkdir(parents=True, exist_ok=True)
-            # Built beside its final name and renamed: concurrent workers never load half a file.
-            fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib.parent)
-            os.close(fd)
-            try:
-                done = subprocess.run([cxx, *FLAGS, str(SOURCE), "-o", tmp], capture_output=True,
-                                      text=True, timeout=_BUILD_TIMEOUT_S)
-                if done.returncode != 0:
-                    return f"{cxx} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}"
-                os.replace(tmp, lib)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-        return _declare(ctypes.CDLL(str(lib)))
-    except (OSError, subprocess.SubprocessError) as err:
-        return f"{type(err).__name__}: {err}"
+    return native_build.load(SOURCE, _declare)
 
 
 def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
@@ -119,12 +57,6 @@ def unavailable() -> str | None:
     return built if isinstance(built, str) else None
 
 
-@functools.cache
-def _notice(why: str) -> None:
-    warnings.warn(f"native attention kernels unavailable ({why}): attention runs as PyTorch "
-                  "ops, the same numbers, slower", RuntimeWarning, stacklevel=4)
-
-
 def _native(*tensors: torch.Tensor) -> ctypes.CDLL | None:
     """The library, where it can take these tensors (fp32 on the CPU, a batch of whole blocks,
     within its bounds, innermost axis contiguous)."""
@@ -136,8 +68,8 @@ def _native(*tensors: torch.Tensor) -> ctypes.CDLL | None:
         return None
     built = _build()
     if isinstance(built, str):
-        if built != "RULELAB_NATIVE=0":
-            _notice(built)
+        if built != native_build.OFF:
+            native_build.notice("attention", built)
         return None
     return built
 

@@ -21,8 +21,10 @@ from rulelab.models.attention_core import PAD
 from rulelab.models.components import Block, LayerNorm
 from rulelab.models.fused_forward import fused_forward
 from rulelab.models.hooks import HookedEnsemble, HookPoint
+from rulelab.models.lane_forward import lane_forward
 
 FAST_ATTENTION_ENGINE = 7  # the engine version that runs forward_fast (store.version, issue 25)
+LANE_ENGINE = 8  # the engine version that runs lane_forward: batch innermost everywhere
 COMPILED_ENGINES = (3, 5)  # trace fused_forward inside torch.compile (store.version, issue 25)
 
 
@@ -59,7 +61,7 @@ class EnsembleTransformer(HookedEnsemble):
     """
 
     engine = 1
-    eager_engine = FAST_ATTENTION_ENGINE  # the eager engine of its configs on the CPU
+    eager_engine = LANE_ENGINE  # the eager engine of its configs on the CPU
 
     def __init__(self, shape: TransformerShape, n_members: int) -> None:
         super().__init__()
@@ -104,8 +106,10 @@ class EnsembleTransformer(HookedEnsemble):
         hooked = any(hp.has_hooks for hp in self.hook_dict.values())
         if self.engine in COMPILED_ENGINES and not hooked and torch.compiler.is_compiling():
             return fused_forward(self, x)  # the training step, traced by torch.compile
-        if (self.engine == FAST_ATTENTION_ENGINE and not hooked
-                and torch._C._functorch.maybe_current_level() is None):
+        plain = not hooked and torch._C._functorch.maybe_current_level() is None
+        if self.engine == LANE_ENGINE and plain:
+            return lane_forward(self, x)
+        if self.engine == FAST_ATTENTION_ENGINE and plain:
             return self.forward_fast(x)
         # Engines 1 and 4; or hooks, or under vmap / grad (per-example gradients: the analyses): the
         # TransformerLens layout, whose ops all have batching rules.
@@ -151,5 +155,5 @@ class EnsembleTransformer(HookedEnsemble):
 
 def eager_engine(cfg) -> int:
     """The engine version the eager engine trains a transformer config with
-    (``Task.eager_engine``): :data:`FAST_ATTENTION_ENGINE`, whatever its shape."""
+    (``Task.eager_engine``): :data:`LANE_ENGINE`, whatever its shape."""
     return EnsembleTransformer.eager_engine

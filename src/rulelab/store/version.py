@@ -40,6 +40,14 @@ before engine versions existed carries none and reads as version 1.
   projected only at CLS, and LayerNorm run per member. Engine 4 stays computable for the
   transformer (``--engine 4``: :data:`KEPT_ENGINES`); on a GPU its eager engine is 4
   (:data:`CPU_ONLY_ENGINES`: the sums are CPU loops).
+- 8: the transformer's eager engine on the CPU (issue 25, :mod:`rulelab.models.lane_forward`):
+  engine 7's attention and padding with the residual stream ``[E, d, T, B]`` (the batch
+  innermost everywhere, where 7 kept ``[E, T, B, d]``): every weight matmul is ``Wᵀ x`` with
+  its bias added after the product (``bmm`` then ``add_``; 7 ran ``baddbmm``), and each
+  LayerNorm is chains over ``d`` with the rows as vector lanes, forward and backward in one
+  pass each (:mod:`rulelab.models.layer_norm_lanes`: native loops, else the same ops in
+  PyTorch — the same numbers). Engines 7 and 4 stay computable for the transformer
+  (``--engine 7``, ``--engine 4``); on a GPU its eager engine is 4.
 """
 
 from __future__ import annotations
@@ -56,9 +64,9 @@ ENGINES = {"eager": ENGINE_VERSION, "compiled": COMPILED_ENGINE}  # Settings.eng
 LEGACY_ENGINE = 1  # what a run or checkpoint without a recorded engine version was trained by
 # A model's eager engine → older engines it still computes on request (``--engine 4``), so a
 # lab trained under one keeps its numbers when the default moves on.
-KEPT_ENGINES = {7: (4,)}
+KEPT_ENGINES = {8: (7, 4)}
 # An eager engine for the CPU only → the engine the model trains with on another device.
-CPU_ONLY_ENGINES = {7: 4}
+CPU_ONLY_ENGINES = {7: 4, 8: 4}
 _GIT_TIMEOUT_S = 5.0
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 

@@ -5,10 +5,11 @@ tests/studies/shortcut_saturation/test_mpsp_attention_engine.py."""
 
 import math
 
+import pytest
 import torch
 
 from rulelab.models.attention_core import PackedAttention, QueryAttention
-from rulelab.models.transformer import FAST_ATTENTION_ENGINE, EnsembleTransformer
+from rulelab.models.transformer import FAST_ATTENTION_ENGINE, LANE_ENGINE, EnsembleTransformer
 from shapes import transformer_shape
 
 E, H, DH, T, B = 2, 2, 4, 5, 16
@@ -45,10 +46,12 @@ def test_core_and_its_backward_match_autograd_of_the_formula():
     assert dq.abs().sum() > 0 and dkv.abs().sum() > 0
 
 
-def test_fast_forward_equals_the_hooked_forward_on_any_batch_size():
+@pytest.mark.parametrize("engine", [FAST_ATTENTION_ENGINE, LANE_ENGINE])
+def test_fast_forward_equals_the_hooked_forward_on_any_batch_size(engine):
     cfg = transformer_shape(seq_len=6, vocab=10, d_model=16, d_mlp=24, heads=2, layers=2)
     model = EnsembleTransformer(cfg, 3).init_weights([0, 1, 2])
-    model.engine = FAST_ATTENTION_ENGINE
+    model.engine = engine
+    params = list(model.parameters())
     for batch in (1, 16, 37):  # 1 and 37 are padded to 16 and 48
         x = torch.randint(0, 10, (3, batch, 6))
         fast = model(x)
@@ -56,3 +59,7 @@ def test_fast_forward_equals_the_hooked_forward_on_any_batch_size():
             hooked = model(x)  # any hook: the TransformerLens-layout path
         assert fast.shape == (3, batch, 2)
         torch.testing.assert_close(fast, hooked, rtol=1e-5, atol=1e-6)
+        g = torch.randn_like(fast)  # and every parameter's gradient
+        for a, b in zip(torch.autograd.grad(fast, params, g),
+                        torch.autograd.grad(hooked, params, g), strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

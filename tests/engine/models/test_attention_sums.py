@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from rulelab.models import attention_sums as sums
+from rulelab.models import native_build
 from rulelab.models.attention_core import PackedAttention, QueryAttention
 
 
@@ -78,9 +79,9 @@ def test_a_batch_of_no_whole_block_or_a_grad_input_takes_the_pytorch_path(native
 
 def test_without_a_compiler_pytorch_computes_with_one_notice(monkeypatch):
     monkeypatch.setenv("RULELAB_NATIVE", "1")
-    monkeypatch.setattr(sums, "_compiler", lambda: None)
+    monkeypatch.setattr(native_build, "compiler", lambda: None)
     sums._build.cache_clear()
-    sums._notice.cache_clear()
+    native_build.notice.cache_clear()
     try:
         q, k = torch.randn(1, 2, 4, 3, 16), torch.randn(1, 2, 4, 3, 16)
         with warnings.catch_warnings(record=True) as caught:

@@ -1,17 +1,20 @@
-"""Engine 7, the transformer's eager engine (issue 25), in training: a member trained in an
-ensemble equals its solo run to the last bit, batches that need padding included (study S's
-trainer, the transformer's; the attention core itself: tests/engine/models/test_attention_core.py,
-its native sums: tests/engine/models/test_attention_sums.py)."""
+"""Engines 8 (the transformer's eager engine) and 7 (kept) in training (issue 25): a member
+trained in an ensemble equals its solo run to the last bit, batches that need padding included
+(study S's trainer, the transformer's; the attention core itself:
+tests/engine/models/test_attention_core.py, its native sums: test_attention_sums.py, LayerNorm
+by rows: test_layer_norm_rows.py)."""
 
+import pytest
 import torch
 
-from rulelab.models.transformer import FAST_ATTENTION_ENGINE
+from rulelab.models.transformer import FAST_ATTENTION_ENGINE, LANE_ENGINE
 from rulelab.settings import Settings
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.trainer import MPSPTrainer
 
 
-def test_member_equals_alone_to_the_last_bit_with_padded_batches():
+@pytest.mark.parametrize("engine", [FAST_ATTENTION_ENGINE, LANE_ENGINE])
+def test_member_equals_alone_to_the_last_bit_with_padded_batches(engine):
     # 200 examples in micro-batches of 96 end with one of 8; 70 eval examples in chunks of 48
     # end with 22: both padded; three members, so no member's slice starts on a 16 boundary
     # by accident of the ensemble's size.
@@ -19,9 +22,9 @@ def test_member_equals_alone_to_the_last_bit_with_padded_batches():
                  layers=2, eval_every=5, epochs=15, lr=3e-3)
     configs = [MPSPRunConfig(**shape, ratio=r, seed=s) for r, s in ((0.5, 0), (0.9, 1),
                                                                      (0.7, 2))]
-    opts = Settings(micro_batch=96, eval_chunk=48)
+    opts = Settings(micro_batch=96, eval_chunk=48, engine=str(engine))
     ens = MPSPTrainer(configs, opts)
-    assert ens.model.engine == FAST_ATTENTION_ENGINE
+    assert ens.model.engine == engine
     ens.fit()
     for e in (0, 2):
         alone = MPSPTrainer([configs[e]], opts)

@@ -99,7 +99,7 @@ class EnsembleParityMLP(HookedEnsemble):
 
 def eager_engine(cfg) -> int:
     """The engine version the eager engine trains ``cfg`` with (``Task.eager_engine``): the
-    MLP's own; the transformer is study S's network, with its eager engine (7)."""
+    MLP's own; the transformer is study S's network, with its eager engine (8)."""
     model = EnsembleParityMLP if cfg.model == "mlp" else EnsembleTransformer
     return model.eager_engine
 

@@ -1,0 +1,100 @@
+"""The ensemble transformer's eager forward on the CPU with the batch innermost everywhere
+(engine 8, issue 25).
+
+Engine 7 (:meth:`EnsembleTransformer.forward_fast
+<rulelab.models.transformer.EnsembleTransformer>`) kept the residual stream ``[E, T, B, d]``
+and computed attention batch-innermost, so every LayerNorm ran across the layout (its input
+rows of ``d`` floats, the gradient coming back from the QKV matmul transposed). Here the
+residual stream is ``[E, d, T, B]`` throughout, the layout :mod:`rulelab.models.fused_forward`
+gives the compiled engine:
+
+- every weight matmul is ``Wᵀ x`` on ``x [E, d, T·B]`` (one ``bmm`` per projection, its bias
+  added after: the product rounded, then the sum), so its output is already the next op's
+  layout: q, k and v ``[E, H, d_head, T, B]`` for :mod:`rulelab.models.attention_core`, the
+  attention's ``z`` for the output projection, the MLP's hidden units for its second matmul;
+- every LayerNorm reduces over ``d``, an outer axis, with the rows as vector lanes
+  (:mod:`rulelab.models.layer_norm_lanes`: no transpose, no copy);
+- the last block keeps only the CLS position past its keys and values, as engine 7 does.
+
+The batch is padded to a multiple of ``PAD`` with copies of its first example (their logits are
+dropped, so their gradient is exactly 0). Bitwise: no op sums across members or examples, the
+native kernels' numbers equal their PyTorch paths', and the matmuls are one per member; a member
+equals its solo run (tests/studies/shortcut_saturation/test_mpsp_attention_engine.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from rulelab.models.attention_core import PAD, PackedAttention, QueryAttention
+from rulelab.models.layer_norm_lanes import LaneLayerNorm
+
+
+def layer_norm(ln, x: torch.Tensor) -> torch.Tensor:
+    """``x [E, d, *rows]`` normalized over ``d`` with member ``e``'s ``ln.w, ln.b`` (``x``
+    itself when ``ln`` is None: no LayerNorm)."""
+    return x if ln is None else LaneLayerNorm.apply(x, ln.w, ln.b, ln.eps)
+
+
+def projection(weight_t: torch.Tensor, bias: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``weight_t [E, m, k] @ x [E, k, N]``, then ``bias [E, m]`` added to every column:
+    ``[E, m, N]``."""
+    return torch.bmm(weight_t, x).add_(bias.unsqueeze(2))
+
+
+def attention(attn, x: torch.Tensor, cls_only: bool) -> torch.Tensor:
+    """``x [E, d, T, B] → [E, d, T', B]`` through the weights of ``attn``
+    (:class:`~rulelab.models.components.Attention`); ``cls_only`` keeps the query at position 0
+    (``T' = 1``) and projects only its q."""
+    E, d, T, B = x.shape
+    H, dh = attn.n_heads, attn.d_head
+    n = H * dh
+    Wt = torch.cat([attn.W_Q, attn.W_K, attn.W_V], dim=1).transpose(2, 3).reshape(E, 3 * n, d)
+    b = torch.cat([attn.b_Q, attn.b_K, attn.b_V], dim=1).reshape(E, 3 * n)
+    cols = x.reshape(E, d, T * B)  # columns (position, example)
+    scale = 1.0 / math.sqrt(dh)
+    if cls_only:
+        q = projection(Wt[:, :n], b[:, :n], cols[:, :, :B]).view(E, H, dh, 1, B)
+        kv = projection(Wt[:, n:], b[:, n:], cols).view(E, 2, H, dh, T, B)
+        z = QueryAttention.apply(q, kv, scale)  # [E, H, dh, 1, B]
+    else:
+        qkv = projection(Wt, b, cols).view(E, 3, H, dh, T, B)
+        z = PackedAttention.apply(qkv, scale)  # [E, H, dh, T, B]
+    Tq = z.shape[3]
+    Wo_t = attn.W_O.reshape(E, n, d).transpose(1, 2)  # [E, d, H·dh]
+    return projection(Wo_t, attn.b_O, z.reshape(E, n, Tq * B)).view(E, d, Tq, B)
+
+
+def mlp(m, x: torch.Tensor) -> torch.Tensor:
+    """``x [E, d, *] → [E, d, *]`` through the weights of ``m``
+    (:class:`~rulelab.models.components.MLP`): ``W_outᵀ φ(W_inᵀ x)``."""
+    E, d = x.shape[:2]
+    h = m.act(projection(m.W_in.transpose(1, 2), m.b_in, x.reshape(E, d, -1)))
+    return projection(m.W_out.transpose(1, 2), m.b_out, h).view(x.shape)
+
+
+def lane_forward(model, x: torch.Tensor) -> torch.Tensor:
+    """``x [E, B, n]`` (integers, without CLS) → logits ``[E, B, k]`` of ``model`` (an
+    :class:`~rulelab.models.transformer.EnsembleTransformer`), read at CLS."""
+    E, B, n = x.shape
+    if pad := -B % PAD:
+        x = torch.cat([x, x[:, :1].expand(E, pad, n)], dim=1)
+    tokens = model.add_cls(x).transpose(1, 2)  # [E, T, B']
+    V = model.W_E.shape[1]
+    # Gathered from W_E flattened to [E·V, d], as every engine does (one embedding, members'
+    # rows apart), then laid out [E, d, T, B'] once.
+    offset = torch.arange(E, device=x.device).view(E, 1, 1) * V
+    embed = F.embedding(tokens + offset, model.W_E.reshape(E * V, -1))  # [E, T, B', d]
+    resid = (embed + model.W_pos[:, : n + 1].unsqueeze(2)).permute(0, 3, 1, 2).contiguous()
+    for i, block in enumerate(model.blocks):
+        last = i == len(model.blocks) - 1  # the last block needs only the CLS position
+        attn_out = attention(block.attn, layer_norm(block.ln1, resid), last)
+        resid = (resid[:, :, :1] if last else resid) + attn_out
+        if block.mlp is not None:
+            resid = resid + mlp(block.mlp, layer_norm(block.ln2, resid))
+    cls = layer_norm(model.ln_final, resid[:, :, 0])  # [E, d, B']
+    logits = projection(model.W_U.transpose(1, 2), model.b_U, cls).transpose(1, 2)  # [E, B', k]
+    return logits[:, :B] if pad else logits

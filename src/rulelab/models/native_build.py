@@ -1,0 +1,97 @@
+"""Build a C++ kernel source into a shared library once, and load it (engines 7 and 8, issue 25).
+
+The transformer's eager engine on the CPU runs a few loops natively (attention's sums:
+``attention_kernels.cpp``; LayerNorm: ``layer_norm_kernels.cpp``). Each source is compiled
+with the C++ compiler (``$CXX``, else ``g++``/``c++``) into ``$RULELAB_KERNEL_CACHE``
+(default ``~/.cache/rulelab/kernels``), once per source, flags, compiler and CPU, and loaded
+with ctypes (which releases the GIL during a call). ``RULELAB_NATIVE=0`` builds nothing.
+Every caller keeps a PyTorch path that computes the same numbers, used with one notice
+(:func:`notice`) where nothing builds.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+# -march=native: the CPU's vector width; -ffp-contract=off: no fused multiply-add the source
+# does not write (so an element rounds the same on any vector width); no errno: sqrt vectorizes.
+FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC")
+OFF = "RULELAB_NATIVE=0"
+_BUILD_TIMEOUT_S = 120
+
+
+def cache_dir() -> Path:
+    """Where built kernels are kept: ``$RULELAB_KERNEL_CACHE``, else the user cache."""
+    if env := os.environ.get("RULELAB_KERNEL_CACHE"):
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "rulelab" / "kernels"
+
+
+def compiler() -> str | None:
+    for name in (os.environ.get("CXX"), "g++", "c++"):
+        if name and shutil.which(name):
+            return name
+    return None
+
+
+def _cpu_key() -> str:
+    """What ``-march=native`` compiles for: the CPU's model and flags."""
+    try:
+        info = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() or platform.machine()
+    keep = [ln for ln in info if ln.startswith(("model name", "flags"))][:2]
+    return platform.machine() + "\n".join(keep)
+
+
+def load(source: Path, declare: Callable[[ctypes.CDLL], ctypes.CDLL]) -> ctypes.CDLL | str:
+    """``source`` built (or found built) and loaded, its functions typed by ``declare``; or
+    why not, in one line."""
+    if os.environ.get("RULELAB_NATIVE", "1") == "0":
+        return OFF
+    cxx = compiler()
+    if cxx is None:
+        return "no C++ compiler found"
+    try:
+        # The compiler by its resolved file (no process started: every worker loads this).
+        exe = Path(shutil.which(cxx) or cxx).resolve()
+        stat = exe.stat()
+        who = f"{exe}:{stat.st_size}:{stat.st_mtime_ns}"
+        key = hashlib.sha256("\0".join([source.read_text(), " ".join(FLAGS), who,
+                                        _cpu_key()]).encode()).hexdigest()[:16]
+        lib = cache_dir() / f"{source.stem.removesuffix('_kernels')}-{key}.so"
+        if not lib.exists():
+            lib.parent.mkdir(parents=True, exist_ok=True)
+            # Built beside its final name and renamed: concurrent workers never load half a file.
+            fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib.parent)
+            os.close(fd)
+            try:
+                done = subprocess.run([cxx, *FLAGS, str(source), "-o", tmp], capture_output=True,
+                                      text=True, timeout=_BUILD_TIMEOUT_S)
+                if done.returncode != 0:
+                    return f"{cxx} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}"
+                os.replace(tmp, lib)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        return declare(ctypes.CDLL(str(lib)))
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"{type(err).__name__}: {err}"
+
+
+@functools.cache
+def notice(what: str, why: str) -> None:
+    """Say once per kernel family and reason that the PyTorch path runs instead."""
+    warnings.warn(f"native {what} kernels unavailable ({why}): {what} runs as PyTorch ops, "
+                  "the same numbers, slower", RuntimeWarning, stacklevel=5)
