@@ -60,7 +60,7 @@ def test_side_by_side_equals_one_after_another(tmp_path):
     two, r2, events = _swept(tmp_path, "two", 2)
     assert r1.done == r2.done == 8
     assert [len(c.configs) for c in r1.plan.chunks] == [8]  # one ensemble holds them all
-    assert [len(c.configs) for c in r2.plan.chunks] == [2, 2, 2, 2]  # cut: workers balance
+    assert [len(c.configs) for c in r2.plan.chunks] == [4, 4]  # cut: one chunk per worker
     pd.testing.assert_frame_equal(metrics(one.root), metrics(two.root), check_exact=True)
     assert registry(one.root) == registry(two.root)
     # both chunks ran at once, and the driver heard of them in its own thread only
@@ -75,7 +75,7 @@ def test_side_by_side_as_processes_equals_one_after_another(tmp_path):
     lab = Lab(tmp_path / "proc", create=True)
     result = run_sweep(recipe, lab, recipe.execution, LocalExecutor(2, processes=True),
                        interleave_seeds=False)
-    assert result.done == 8 and [len(c.configs) for c in result.plan.chunks] == [2, 2, 2, 2]
+    assert result.done == 8 and [len(c.configs) for c in result.plan.chunks] == [4, 4]
     pd.testing.assert_frame_equal(metrics(one.root), metrics(lab.root), check_exact=True)
     assert registry(one.root) == registry(lab.root)
 
@@ -112,6 +112,18 @@ def test_side_by_side_the_planner_balances_workers_costliest_first():
     configs = recipe.configs()
     chunks, caps = plan_chunks(configs, {}, max_members=64, budget_bytes=2**40, min_chunks=2)
     assert set(caps.values()) == {64}  # the cut is not reported as a memory cap
+
+
+def test_one_shape_side_by_side_is_cut_in_one_equal_chunk_per_worker():
+    """Equal chunks finish together uncut finer: larger ensembles train faster per seed."""
+    configs = load_recipe_text(RECIPE).configs()  # 8 runs of one shape
+    for workers, sizes in ((2, [4, 4]), (3, [3, 3, 2])):
+        chunks, _ = plan_chunks(configs, {}, max_members=64, budget_bytes=2**40,
+                                interleave_seeds=False, min_chunks=workers)
+        assert [len(c.configs) for c in chunks] == sizes
+    chunks, _ = plan_chunks(configs, {}, max_members=3, budget_bytes=2**40,
+                            interleave_seeds=False, min_chunks=2)  # the cap: 2 per worker
+    assert [len(c.configs) for c in chunks] == [2, 2, 2, 2]
 
 
 def load_recipe_text(text: str):

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from rulelab.engine.compiled import eager_engine
+from rulelab.engine.compiled import engines_for
 from rulelab.engine.groups import plan_ensembles
 from rulelab.store import Lab, StoreError
 from rulelab.study_registry import config_from_flat
@@ -52,8 +52,8 @@ def build_ensemble(configs: Sequence, device: str | torch.device = "cpu"
     spec, device = declared_task(configs[0].task), torch.device(device)
     data = spec.build_data(list(configs), device)
     model = spec.build_model(list(configs), data).to(device)
-    if hasattr(model, "engine"):  # the eager numerics (a model may declare its own version)
-        model.engine = eager_engine(configs[0])
+    if hasattr(model, "engine"):  # the eager numerics (a model may declare its own version;
+        model.engine = engines_for(configs[0], device)["eager"]  # a CPU-only one gives way)
     return data, model
 
 

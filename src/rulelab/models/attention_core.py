@@ -1,4 +1,5 @@
-"""Attention over a few positions without tiny matmuls: the training layout of engine 7 (issue 25).
+"""Attention over a few positions without tiny matmuls: the training layout of engines 7 and 8
+(issue 25).
 
 Study S attends over T = 11 positions with heads of 12–32: per example and head, ``q kᵀ`` is an
 11 × d_head × 11 product, and a batched matmul over E·B·H of them runs at well under 1 GFLOP/s

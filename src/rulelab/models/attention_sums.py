@@ -1,5 +1,5 @@
 """The three sums attention over a few positions is made of, in the batch-innermost layout of
-:mod:`rulelab.models.attention_core` (engine 7, issue 25): native loops where a C++ compiler
+:mod:`rulelab.models.attention_core` (engines 7, 8, issue 25): native loops where a C++ compiler
 is found, else the same chains in PyTorch — the same numbers either way.
 
 - :func:`scores`: ``s[j, e, h, i, b] = Σ_c q[e, h, c, i, b] · k[e, h, c, j, b]`` (the scores

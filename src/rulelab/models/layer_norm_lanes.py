@@ -99,10 +99,14 @@ def forward_lanes(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float
     torch.mul(_chain(x.unbind(1)), inv_d, out=mean)
     delta = x - mean.unsqueeze(1)
     torch.mul(_chain(torch.mul(delta, delta).unbind(1)), inv_d, out=rstd)
-    # numpy's square root is the IEEE one, as the native kernels' (torch.sqrt may call MKL's
-    # vector math, accurate to about an ulp but not always the correctly rounded float)
-    root = rstd.add_(eps).numpy()
-    np.divide(np.float32(1.0), np.sqrt(root, out=root), out=root)
+    rstd.add_(eps)
+    if rstd.device.type == "cpu":
+        # numpy's square root is the IEEE one, as the native kernels' (torch.sqrt may call
+        # MKL's vector math, accurate to about an ulp, not always the correctly rounded float)
+        root = rstd.numpy()
+        np.divide(np.float32(1.0), np.sqrt(root, out=root), out=root)
+    else:
+        rstd.sqrt_().reciprocal_()
     torch.add(delta.mul_(rstd.unsqueeze(1)).mul_(w.unsqueeze(2)), b.unsqueeze(2), out=y)
     return y, mean, rstd
 
