@@ -9,8 +9,8 @@ after another, full batch at once, on this process's threads); (b) rulelab's tra
 TransformerLens-layout path every hooked forward takes — on one thread, as every CPU training
 step now runs, :mod:`rulelab.engine.threads`; ``--engine 4``); (c) engine 7
 (:mod:`rulelab.models.attention_core`, its sums native: :mod:`rulelab.models.attention_sums`;
-``RULELAB_NATIVE=0`` times their PyTorch chains); engine 8, the default (engine 7 with
-LayerNorm by rows, :mod:`rulelab.models.layer_norm_rows`); (d) the compiled engine,
+``RULELAB_NATIVE=0`` times their PyTorch chains); engine 8, the default (engine 7's attention
+with the batch innermost everywhere, :mod:`rulelab.models.lane_forward`); (d) the compiled engine,
 ``Settings(engine="compiled")`` (:mod:`rulelab.engine.compiled`), whose first step compiles
 (its time is printed first).
 Machines shared with other work are timed by CPU time of this process (``time.process_time``)

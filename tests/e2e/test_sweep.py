@@ -88,7 +88,7 @@ def test_sweep_killed_at_several_points_then_resumed_equals_uninterrupted(tmp_pa
             status = lab_status(Lab(killed))
             (exp,) = status["experiments"]
             assert status["active_sweep"] is None and exp["done"] == 0
-            assert exp["running"] == 4  # a chunk of 4, or two chunks of 2 side by side
+            assert exp["running"] == 4 * workers  # a chunk of 4, or two side by side
     assert len(statuses(killed)) == 8 and statuses(killed).count("done") < 8
     subprocess.run(cmd, env=toy_env(), check=True, capture_output=True)
 

@@ -52,8 +52,9 @@ def build_ensemble(configs: Sequence, device: str | torch.device = "cpu"
     spec, device = declared_task(configs[0].task), torch.device(device)
     data = spec.build_data(list(configs), device)
     model = spec.build_model(list(configs), data).to(device)
-    if hasattr(model, "engine"):  # the eager numerics (a model may declare its own version;
-        model.engine = engines_for(configs[0], device)["eager"]  # a CPU-only one gives way)
+    if hasattr(model, "engine"):
+        # the eager numerics (a model may declare its own version; a CPU-only one gives way)
+        model.engine = engines_for(configs[0], device)["eager"]
     return data, model
 
 

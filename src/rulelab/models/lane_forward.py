@@ -76,19 +76,27 @@ def mlp(m, x: torch.Tensor) -> torch.Tensor:
     return projection(m.W_out.transpose(1, 2), m.b_out, h).view(x.shape)
 
 
-def lane_forward(model, x: torch.Tensor) -> torch.Tensor:
-    """``x [E, B, n]`` (integers, without CLS) → logits ``[E, B, k]`` of ``model`` (an
-    :class:`~rulelab.models.transformer.EnsembleTransformer`), read at CLS."""
+def embed_padded(model, x: torch.Tensor) -> torch.Tensor:
+    """``x [E, B, n]`` (integers, without CLS) → the embedded tokens and positions
+    ``[E, T, B', d]`` (CLS first; ``B'`` the batch padded to a multiple of ``PAD`` with copies of
+    its first example; engines 7 and 8)."""
     E, B, n = x.shape
     if pad := -B % PAD:
         x = torch.cat([x, x[:, :1].expand(E, pad, n)], dim=1)
     tokens = model.add_cls(x).transpose(1, 2)  # [E, T, B']
     V = model.W_E.shape[1]
-    # Gathered from W_E flattened to [E·V, d], as every engine does (one embedding, members'
-    # rows apart), then laid out [E, d, T, B'] once.
+    # Gathered from W_E flattened to [E·V, d], as every engine does: one embedding, members'
+    # rows apart (its backward then sums each member's rows as a lone run would).
     offset = torch.arange(E, device=x.device).view(E, 1, 1) * V
     embed = F.embedding(tokens + offset, model.W_E.reshape(E * V, -1))  # [E, T, B', d]
-    resid = (embed + model.W_pos[:, : n + 1].unsqueeze(2)).permute(0, 3, 1, 2).contiguous()
+    return embed + model.W_pos[:, : n + 1].unsqueeze(2)
+
+
+def lane_forward(model, x: torch.Tensor) -> torch.Tensor:
+    """``x [E, B, n]`` (integers, without CLS) → logits ``[E, B, k]`` of ``model`` (an
+    :class:`~rulelab.models.transformer.EnsembleTransformer`), read at CLS."""
+    B = x.shape[1]
+    resid = embed_padded(model, x).permute(0, 3, 1, 2).contiguous()  # [E, d, T, B']
     for i, block in enumerate(model.blocks):
         last = i == len(model.blocks) - 1  # the last block needs only the CLS position
         attn_out = attention(block.attn, layer_norm(block.ln1, resid), last)
@@ -97,4 +105,4 @@ def lane_forward(model, x: torch.Tensor) -> torch.Tensor:
             resid = resid + mlp(block.mlp, layer_norm(block.ln2, resid))
     cls = layer_norm(model.ln_final, resid[:, :, 0])  # [E, d, B']
     logits = projection(model.W_U.transpose(1, 2), model.b_U, cls).transpose(1, 2)  # [E, B', k]
-    return logits[:, :B] if pad else logits
+    return logits[:, :B] if logits.shape[1] != B else logits  # padding dropped

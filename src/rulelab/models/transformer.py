@@ -17,11 +17,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rulelab.models.attention_core import PAD
 from rulelab.models.components import Block, LayerNorm
 from rulelab.models.fused_forward import fused_forward
 from rulelab.models.hooks import HookedEnsemble, HookPoint
-from rulelab.models.lane_forward import lane_forward
+from rulelab.models.lane_forward import embed_padded, lane_forward
 
 FAST_ATTENTION_ENGINE = 7  # the engine version that runs forward_fast (store.version, issue 25)
 LANE_ENGINE = 8  # the engine version that runs lane_forward: batch innermost everywhere
@@ -136,21 +135,15 @@ class EnsembleTransformer(HookedEnsemble):
         positions outermost, the batch padded to a multiple of ``PAD`` with copies of its
         first example (their logits are dropped, so their gradient is exactly 0), and only
         the CLS row past the last block's keys and values."""
-        E, B, n = x.shape
-        if pad := -B % PAD:
-            x = torch.cat([x, x[:, :1].expand(E, pad, n)], dim=1)
-        tokens = self.add_cls(x).transpose(1, 2)  # [E, T, B']
-        V = self.W_E.shape[1]
-        offset = torch.arange(E, device=x.device).view(E, 1, 1) * V
-        resid = F.embedding(tokens + offset, self.W_E.reshape(E * V, -1))  # [E, T, B', d]
-        resid = resid + self.W_pos[:, : n + 1].unsqueeze(2)
+        B = x.shape[1]
+        resid = embed_padded(self, x)  # [E, T, B', d]
         for i, block in enumerate(self.blocks):
             resid = block.forward_fast(resid, cls_only=i == len(self.blocks) - 1)
         cls = resid[:, 0]  # [E, B', d]
         if self.ln_final is not None:
             cls = self.ln_final.forward_fast(cls)
         logits = torch.baddbmm(self.b_U.unsqueeze(1), cls, self.W_U)  # [E, B', k]
-        return logits[:, :B] if pad else logits
+        return logits[:, :B] if logits.shape[1] != B else logits
 
 
 def eager_engine(cfg) -> int:

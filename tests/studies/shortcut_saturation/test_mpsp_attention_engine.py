@@ -1,8 +1,8 @@
 """Engines 8 (the transformer's eager engine) and 7 (kept) in training (issue 25): a member
 trained in an ensemble equals its solo run to the last bit, batches that need padding included
 (study S's trainer, the transformer's; the attention core itself:
-tests/engine/models/test_attention_core.py, its native sums: test_attention_sums.py, LayerNorm
-by rows: test_layer_norm_rows.py)."""
+tests/engine/models/test_attention_core.py, its native sums: test_attention_sums.py, engine 8's
+LayerNorm: test_layer_norm_lanes.py)."""
 
 import pytest
 import torch
