@@ -37,9 +37,10 @@ inline v8 rsqrt_ieee(v8 v) {  // 1 / √v, each rounded once
 // One block of NB·8 rows of one member: x (feature c at x + c·x_c), y [d][R], mean, rstd.
 // buf: d·NB·8 floats, the block copied once so later passes read it contiguously.
 template <int NB>
-void forward_block(const float* x, int64_t x_c, const float* w, const float* b, float eps,
-                   float inv_d, int64_t d, int64_t R, float* y, float* mean, float* rstd,
-                   float* buf) {
+void forward_block(const float* __restrict__ x, int64_t x_c, const float* __restrict__ w,
+                   const float* __restrict__ b, float eps, float inv_d, int64_t d, int64_t R,
+                   float* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd,
+                   float* __restrict__ buf) {
   v8 m[NB], v[NB], rs[NB];
   for (int k = 0; k < NB; ++k) st(buf + 8 * k, m[k] = ld(x + 8 * k));
   for (int64_t c = 1; c < d; ++c)
@@ -73,10 +74,12 @@ void forward_block(const float* x, int64_t x_c, const float* w, const float* b, 
 // The backward of one block: dx [d][R]; acc_w, acc_b [d][TILE] the lanes' running sums of
 // g·x̂ and g (set from the block's first tile where `first`).
 template <int NB>
-void backward_block(const float* x, int64_t x_c, const float* g, int64_t g_c, const float* w,
-                    const float* mean, const float* rstd, float inv_d, float fd, int64_t d,
-                    int64_t R, float* dx, float* acc_w, float* acc_b, bool first,
-                    float* buf_x, float* buf_g) {
+void backward_block(const float* __restrict__ x, int64_t x_c, const float* __restrict__ g,
+                    int64_t g_c, const float* __restrict__ w, const float* __restrict__ mean,
+                    const float* __restrict__ rstd, float inv_d, float fd, int64_t d, int64_t R,
+                    float* __restrict__ dx, float* __restrict__ acc_w,
+                    float* __restrict__ acc_b, bool first, float* __restrict__ buf_x,
+                    float* __restrict__ buf_g) {
   v8 m[NB], rs[NB], a[NB], s[NB], u[NB];
   for (int k = 0; k < NB; ++k) {
     m[k] = ld(mean + 8 * k);
@@ -99,15 +102,24 @@ void backward_block(const float* x, int64_t x_c, const float* g, int64_t g_c, co
     const float wc = w[c];
     float* aw = acc_w + c * TILE;
     float* ab = acc_b + c * TILE;
+    // vector k holds lanes 8·(k mod 2) … of tile k / 2: the tiles added in order
+    v8 sw[2], sb[2];
     for (int k = 0; k < NB; ++k) {
       const v8 xh = ld(buf_x + c * NB * 8 + 8 * k), gt = ld(buf_g + c * NB * 8 + 8 * k);
       st(dx + c * R + 8 * k, ((gt * wc * fd - a[k]) - xh * s[k]) * u[k]);
-      // vector k holds lanes 8·(k mod 2) … of tile k / 2: tiles added in order
       const v8 p = gt * xh;
-      const int lane = 8 * (k % 2);
-      const bool set = first && k < 2;
-      st(aw + lane, set ? p : ld(aw + lane) + p);
-      st(ab + lane, set ? gt : ld(ab + lane) + gt);
+      const int h = k % 2;
+      if (k < 2) {
+        sw[h] = first ? p : ld(aw + 8 * h) + p;
+        sb[h] = first ? gt : ld(ab + 8 * h) + gt;
+      } else {
+        sw[h] = sw[h] + p;
+        sb[h] = sb[h] + gt;
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      st(aw + 8 * h, sw[h]);
+      st(ab + 8 * h, sb[h]);
     }
   }
 }
