@@ -11,6 +11,7 @@ Every caller keeps a PyTorch path that computes the same numbers, used with one 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -19,6 +20,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +29,8 @@ from pathlib import Path
 # does not write (so an element rounds the same on any vector width); no errno: sqrt vectorizes.
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC")
 OFF = "RULELAB_NATIVE=0"
+KEEP = 4  # built libraries kept per kernel family (other sources, compilers, CPUs)
+STALE_TEMP_S = 3600  # a temporary build file older than this was left by a killed build
 _BUILD_TIMEOUT_S = 120
 
 
@@ -85,9 +89,30 @@ def load(source: Path, declare: Callable[[ctypes.CDLL], ctypes.CDLL]) -> ctypes.
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
+            prune(lib)
         return declare(ctypes.CDLL(str(lib)))
     except (OSError, subprocess.SubprocessError) as err:
         return f"{type(err).__name__}: {err}"
+
+
+def prune(built: Path) -> None:
+    """After ``built`` was built: keep its family's :data:`KEEP` newest libraries and remove
+    temporary files that killed builds left. Safe beside other processes: a library already
+    loaded stays mapped, and one removed before it loads is rebuilt, or its PyTorch path runs —
+    the same numbers either way."""
+    family = built.name.rsplit("-", 1)[0]
+    libs = sorted(built.parent.glob(f"{family}-*.so"), key=_mtime, reverse=True)
+    stale = [p for p in built.parent.glob("tmp*.so") if time.time() - _mtime(p) > STALE_TEMP_S]
+    for path in [p for p in libs[KEEP:] if p != built] + stale:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 @functools.cache

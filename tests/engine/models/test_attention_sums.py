@@ -109,3 +109,26 @@ def test_the_library_is_built_once_into_the_cache(monkeypatch, tmp_path):
         assert sums.unavailable() is None and built.stat().st_mtime_ns == stamp  # reused
     finally:
         sums._build.cache_clear()
+
+
+def test_a_new_build_keeps_its_familys_newest_libraries_and_clears_stale_temporaries(tmp_path):
+    import os
+    import time
+
+    from rulelab.models import native_build
+
+    now = time.time()
+    for i in range(6):  # six older attention libraries, one of another family, two temporaries
+        (tmp_path / f"attention-old{i}.so").write_bytes(b"")
+        os.utime(tmp_path / f"attention-old{i}.so", (now - 100 * (i + 1),) * 2)
+    (tmp_path / "layer_norm-x.so").write_bytes(b"")
+    os.utime(tmp_path / "layer_norm-x.so", (now - 10_000,) * 2)
+    for name, age in (("tmpold.so", 2 * native_build.STALE_TEMP_S), ("tmpnew.so", 5)):
+        (tmp_path / name).write_bytes(b"")
+        os.utime(tmp_path / name, (now - age,) * 2)
+    built = tmp_path / "attention-new.so"
+    built.write_bytes(b"")
+    native_build.prune(built)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["attention-new.so", "attention-old0.so", "attention-old1.so",
+                    "attention-old2.so", "layer_norm-x.so", "tmpnew.so"]
