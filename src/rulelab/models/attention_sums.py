@@ -60,18 +60,11 @@ def unavailable() -> str | None:
 def _native(*tensors: torch.Tensor) -> ctypes.CDLL | None:
     """The library, where it can take these tensors (fp32 on the CPU, a batch of whole blocks,
     within its bounds, innermost axis contiguous)."""
-    t0 = tensors[0]
-    if not all(t.device.type == "cpu" and t.dtype == torch.float32 and t.stride(-1) == 1
-               for t in tensors):
+    if not native_build.fp32_cpu_rows(*tensors) or tensors[0].shape[-1] % BLOCK:
         return None
-    if t0.shape[-1] % BLOCK or torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return None
-    built = _build()
-    if isinstance(built, str):
-        if built != native_build.OFF:
-            native_build.notice("attention", built)
-        return None
-    return built
+    return native_build.usable(_build(), "attention")
 
 
 def scores(q: torch.Tensor, k: torch.Tensor, out: torch.Tensor) -> torch.Tensor:

@@ -58,15 +58,11 @@ def unavailable() -> str | None:
 
 
 def _native(*tensors: torch.Tensor) -> ctypes.CDLL | None:
-    if not all(t.device.type == "cpu" and t.dtype == torch.float32 and t.stride(-1) == 1
-               for t in tensors) or tensors[0].shape[1] > D_MAX:
+    """The library, where it can take these tensors (fp32 on the CPU, rows contiguous, at most
+    :data:`D_MAX` features)."""
+    if not native_build.fp32_cpu_rows(*tensors) or tensors[0].shape[1] > D_MAX:
         return None
-    built = _build()
-    if isinstance(built, str):
-        if built != native_build.OFF:
-            native_build.notice("LayerNorm", built)
-        return None
-    return built
+    return native_build.usable(_build(), "LayerNorm")
 
 
 def _check_rows(R: int) -> None:

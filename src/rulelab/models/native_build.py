@@ -25,6 +25,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+import torch
+
 # -march=native: the CPU's vector width; -ffp-contract=off: no fused multiply-add the source
 # does not write (so an element rounds the same on any vector width); no errno: sqrt vectorizes.
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC")
@@ -93,6 +95,23 @@ def load(source: Path, declare: Callable[[ctypes.CDLL], ctypes.CDLL]) -> ctypes.
         return declare(ctypes.CDLL(str(lib)))
     except (OSError, subprocess.SubprocessError) as err:
         return f"{type(err).__name__}: {err}"
+
+
+def usable(built: ctypes.CDLL | str, what: str) -> ctypes.CDLL | None:
+    """``built`` (what :func:`load` gave) where it is a library, else None, saying once why
+    ``what`` runs as PyTorch ops (nothing said where ``RULELAB_NATIVE=0`` asked for that)."""
+    if isinstance(built, str):
+        if built != OFF:
+            notice(what, built)
+        return None
+    return built
+
+
+def fp32_cpu_rows(*tensors: torch.Tensor) -> bool:
+    """Whether every tensor is float32 on the CPU with its innermost axis contiguous: what the
+    native kernels read."""
+    return all(t.device.type == "cpu" and t.dtype == torch.float32 and t.stride(-1) == 1
+               for t in tensors)
 
 
 def prune(built: Path) -> None:
