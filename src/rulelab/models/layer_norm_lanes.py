@@ -53,8 +53,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
 
 def unavailable() -> str | None:
     """Why the native kernels are not used here, or None when they are."""
-    built = _build()
-    return built if isinstance(built, str) else None
+    return native_build.why_not(_build())
 
 
 def _native(*tensors: torch.Tensor) -> ctypes.CDLL | None:

@@ -97,6 +97,11 @@ def load(source: Path, declare: Callable[[ctypes.CDLL], ctypes.CDLL]) -> ctypes.
         return f"{type(err).__name__}: {err}"
 
 
+def why_not(built: ctypes.CDLL | str) -> str | None:
+    """Why there is no library (what :func:`load` gave, where it is a reason), or None."""
+    return built if isinstance(built, str) else None
+
+
 def usable(built: ctypes.CDLL | str, what: str) -> ctypes.CDLL | None:
     """``built`` (what :func:`load` gave) where it is a library, else None, saying once why
     ``what`` runs as PyTorch ops (nothing said where ``RULELAB_NATIVE=0`` asked for that)."""

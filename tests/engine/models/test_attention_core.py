@@ -58,8 +58,22 @@ def test_fast_forward_equals_the_hooked_forward_on_any_batch_size(engine):
         with model.hooks([("blocks.0.hook_resid_pre", lambda a, hook: None)]):
             hooked = model(x)  # any hook: the TransformerLens-layout path
         assert fast.shape == (3, batch, 2)
+        # each engine's own path ran (its LayerNorm's backward in the graph), not the hooked one
+        norm = {FAST_ATTENTION_ENGINE: "MemberLayerNorm", LANE_ENGINE: "LaneLayerNorm"}[engine]
+        assert f"{norm}Backward" in _graph(fast) and f"{norm}Backward" not in _graph(hooked)
         torch.testing.assert_close(fast, hooked, rtol=1e-5, atol=1e-6)
         g = torch.randn_like(fast)  # and every parameter's gradient
         for a, b in zip(torch.autograd.grad(fast, params, g),
                         torch.autograd.grad(hooked, params, g), strict=True):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def _graph(t: torch.Tensor) -> set[str]:
+    """The names of the autograd nodes that computed ``t``."""
+    seen, todo = set(), [t.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            todo.extend(n for n, _ in node.next_functions)
+    return {type(node).__name__ for node in seen}

@@ -2,11 +2,14 @@
 engine's numbers do not depend on whether a compiler was found), on views into one QKV buffer,
 with one query or many; and where nothing builds, the PyTorch path runs with one notice."""
 
+import os
+import time
 import warnings
 
 import pytest
 import torch
 
+from native_paths import native_switch, without_a_compiler
 from rulelab.models import attention_sums as sums
 from rulelab.models import native_build
 from rulelab.models.attention_core import PackedAttention, QueryAttention
@@ -15,16 +18,7 @@ from rulelab.models.attention_core import PackedAttention, QueryAttention
 @pytest.fixture
 def native(monkeypatch):
     """A function running ``f`` with the native kernels (``True``) or PyTorch's chains."""
-    def run(on: bool, f):
-        monkeypatch.setenv("RULELAB_NATIVE", "1" if on else "0")
-        sums._build.cache_clear()
-        try:
-            return f()
-        finally:
-            sums._build.cache_clear()
-    if sums.unavailable() is not None:
-        pytest.skip(f"native kernels unavailable here: {sums.unavailable()}")
-    return run
+    return native_switch(monkeypatch, sums)
 
 
 SHAPES = [  # E, H, dh, T, Tq, B
@@ -78,11 +72,7 @@ def test_a_batch_of_no_whole_block_or_a_grad_input_takes_the_pytorch_path(native
 
 
 def test_without_a_compiler_pytorch_computes_with_one_notice(monkeypatch):
-    monkeypatch.setenv("RULELAB_NATIVE", "1")
-    monkeypatch.setattr(native_build, "compiler", lambda: None)
-    sums._build.cache_clear()
-    native_build.notice.cache_clear()
-    try:
+    with without_a_compiler(monkeypatch, sums):
         q, k = torch.randn(1, 2, 4, 3, 16), torch.randn(1, 2, 4, 3, 16)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -91,8 +81,6 @@ def test_without_a_compiler_pytorch_computes_with_one_notice(monkeypatch):
         assert sums.unavailable() == "no C++ compiler found"
         assert len(caught) == 1 and "no C++ compiler found" in str(caught[0].message)
         torch.testing.assert_close(s, torch.einsum("ehcib,ehcjb->jehib", q, k))
-    finally:
-        sums._build.cache_clear()
 
 
 def test_the_library_is_built_once_into_the_cache(monkeypatch, tmp_path):
@@ -112,11 +100,6 @@ def test_the_library_is_built_once_into_the_cache(monkeypatch, tmp_path):
 
 
 def test_a_new_build_keeps_its_familys_newest_libraries_and_clears_stale_temporaries(tmp_path):
-    import os
-    import time
-
-    from rulelab.models import native_build
-
     now = time.time()
     for i in range(6):  # six older attention libraries, one of another family, two temporaries
         (tmp_path / f"attention-old{i}.so").write_bytes(b"")

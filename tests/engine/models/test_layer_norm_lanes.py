@@ -9,23 +9,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from native_paths import native_switch, without_a_compiler
 from rulelab.models import layer_norm_lanes as lanes
-from rulelab.models import native_build
 
 
 @pytest.fixture
 def native(monkeypatch):
     """A function running ``f`` with the native kernels (``True``) or PyTorch's ops."""
-    def run(on: bool, f):
-        monkeypatch.setenv("RULELAB_NATIVE", "1" if on else "0")
-        lanes._build.cache_clear()
-        try:
-            return f()
-        finally:
-            lanes._build.cache_clear()
-    if lanes.unavailable() is not None:
-        pytest.skip(f"native kernels unavailable here: {lanes.unavailable()}")
-    return run
+    return native_switch(monkeypatch, lanes)
 
 
 def _inputs(E, d, T, B, seed):
@@ -80,11 +71,7 @@ def test_rows_not_in_whole_tiles_are_refused():
 
 
 def test_without_a_compiler_pytorch_computes_with_one_notice(monkeypatch):
-    monkeypatch.setenv("RULELAB_NATIVE", "1")
-    monkeypatch.setattr(native_build, "compiler", lambda: None)
-    lanes._build.cache_clear()
-    native_build.notice.cache_clear()
-    try:
+    with without_a_compiler(monkeypatch, lanes):
         x, w, b, dy = _inputs(1, 8, 2, 16, seed=1)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -94,5 +81,3 @@ def test_without_a_compiler_pytorch_computes_with_one_notice(monkeypatch):
         assert len(caught) == 1 and "LayerNorm" in str(caught[0].message)
         want = F.layer_norm(x[0].movedim(0, -1), (8,), w[0], b[0], 1e-5).movedim(-1, 0)
         torch.testing.assert_close(y[0], want)
-    finally:
-        lanes._build.cache_clear()
