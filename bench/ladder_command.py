@@ -10,9 +10,11 @@ timed from start to exit, alternating:
     evaluations, metrics, checkpoints, registry), the default engine (8: the transformer's
     eager engine) — chunks side by side, one per core;
 (c) the same with ``--engine compiled`` (engine 5); its first run fills inductor's on-disk
-    cache, so it is timed once cold (printed) and then warm;
+    cache, so it is timed once cold (printed) and then warm (as is (g));
 (d) the same with ``--engine 7`` (the transformer's eager engine before 8);
-(e) the same with ``--engine 4`` (before 7).
+(e) the same with ``--engine 4`` (before 7);
+(f) the default engine with ``--precision bf16`` (where the CPU multiplies bf16 natively: AMX
+    or AVX-512-BF16; refused elsewhere); (g) the compiled engine with ``--precision bf16``.
 Prints wall seconds, seed-epochs per second and the ratio to (a). Run on an idle machine.
 
     python bench/ladder_command.py [--rungs 2k,4k,8k] [--seeds 8] [--epochs 150] [--reps 1]
@@ -32,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # N, d_model, d_mlp: the rungs, and the paper's own size (issue 25 goal 2, the same comparison)
+COMPILED = "cg"  # the paths whose first run compiles (timed apart, once)
 RUNGS = {"2k": (2048, 24, 48), "4k": (4096, 32, 64), "8k": (8192, 48, 96),
          "paper": (16384, 64, 128)}
 
@@ -54,7 +57,8 @@ def commands(rung: str, seeds: int, epochs: int, lab: str) -> dict[str, list[str
     return {"a": [sys.executable, str(ROOT / "bench" / "naive_train.py"), "--seeds", str(seeds),
                   "--epochs", str(epochs), *shape],
             "b": rulelab, "c": [*rulelab, "--engine", "compiled"], "d": [*rulelab, "--engine", "7"],
-            "e": [*rulelab, "--engine", "4"]}
+            "e": [*rulelab, "--engine", "4"], "f": [*rulelab, "--precision", "bf16"],
+            "g": [*rulelab, "--engine", "compiled", "--precision", "bf16"]}
 
 
 def main() -> None:
@@ -72,29 +76,26 @@ def main() -> None:
     print(f"{'rung':<5} {'path':<28} {'wall s':>7} {'seed-ep/s':>9} {'vs plain':>8}")
     for rung in args.rungs.split(","):
         walls: dict[str, list[float]] = {p: [] for p in args.paths}
-        cold = None
+        cold: dict[str, float] = {}
+        for path in (p for p in args.paths if p in COMPILED):  # fill inductor's on-disk cache
+            with tempfile.TemporaryDirectory() as tmp:
+                cold[path] = timed(commands(rung, args.seeds, args.epochs, f"{tmp}/lab")[path], env)
         for _ in range(args.reps):
             for path in args.paths:
                 with tempfile.TemporaryDirectory() as tmp:
                     cmd = commands(rung, args.seeds, args.epochs, f"{tmp}/lab")[path]
-                    if path == "c" and cold is None:
-                        cold = timed(cmd, env)  # fills inductor's cache for these shapes
-                        continue
                     walls[path].append(timed(cmd, env))
-        if cold is not None and not walls["c"]:
-            with tempfile.TemporaryDirectory() as tmp:
-                walls["c"].append(timed(commands(rung, args.seeds, args.epochs,
-                                                 f"{tmp}/lab")["c"], env))
         med = {p: statistics.median(w) for p, w in walls.items() if w}
         names = {"a": "(a) plain per-seed script", "b": "(b) rulelab train (engine 8)",
                  "c": "(c) rulelab --engine compiled", "d": "(d) rulelab --engine 7",
-                 "e": "(e) rulelab --engine 4"}
+                 "e": "(e) rulelab --engine 4", "f": "(f) rulelab bf16 (engine 8)",
+                 "g": "(g) rulelab compiled bf16"}
         for p, wall in med.items():
             ratio = f"{med['a'] / wall:7.2f}×" if "a" in med else ""
             print(f"{rung:<5} {names[p]:<28} {wall:7.1f} {args.seeds * args.epochs / wall:9.2f} "
                   f"{ratio:>8}")
-        if cold is not None:
-            print(f"{rung:<5} {'(c) first run, cold cache':<28} {cold:7.1f}")
+        for path, wall in cold.items():
+            print(f"{rung:<5} {f'({path}) first run, cold cache':<28} {wall:7.1f}")
     print(f"load avg {os.getloadavg()[0]:.2f}")
 
 

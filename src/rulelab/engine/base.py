@@ -235,6 +235,7 @@ class EnsembleTrainerBase(ABC):
             # what cuts a step into passes (store.version.micro_batch_refusal): part of the numbers
             "micro_batch": self.micro_batch,
             "step_examples": self.step_examples,
+            "precision": self.options.precision,  # store.version.precision_refusal
         }
 
     def load_member_state(self, e: int, state: dict) -> None:

@@ -36,6 +36,7 @@ from rulelab.store.version import (
     engine_of,
     engine_refusal,
     micro_batch_refusal,
+    precision_refusal,
 )
 from rulelab.study_registry import task
 
@@ -73,16 +74,17 @@ def engine_history(state: dict, current: int = ENGINE_VERSION) -> str:
 
 
 def engine_switches(files: LabDir, run_ids, allow: bool, current: int = ENGINE_VERSION,
-                    engines: dict[str, int] = ENGINES, micro_batch: int | None = None
-                    ) -> dict[str, str]:
+                    engines: dict[str, int] = ENGINES, micro_batch: int | None = None,
+                    precision: str | None = None) -> dict[str, str]:
     """``{run_id: engine history}`` for the runs whose checkpoint (past epoch 0) an engine
     version other than ``current`` wrote. Without ``allow`` the first one is refused:
     :class:`StoreError`, one line naming both versions, before anything is trained
     (``engines``: the versions ``Settings.engine`` trains these runs with,
     :func:`~rulelab.engine.compiled.engines_for`). A checkpoint trained in other micro-batches
-    than ``micro_batch`` is refused whatever ``allow`` says
-    (:func:`~rulelab.store.version.micro_batch_refusal`: passing the recorded size gives its
-    numbers back). Unreadable checkpoints are skipped (the driver restarts those runs)."""
+    than ``micro_batch``, or in another ``precision``, is refused whatever ``allow`` says
+    (:mod:`rulelab.store.version`: ``micro_batch_refusal``, ``precision_refusal``; passing the
+    recorded value gives its numbers back). Unreadable checkpoints are skipped (the driver
+    restarts those runs)."""
     out = {}
     for run_id in run_ids:
         path = checkpoints.checkpoint_path(files.checkpoints_dir, run_id)
@@ -94,6 +96,8 @@ def engine_switches(files: LabDir, run_ids, allow: bool, current: int = ENGINE_V
         except Exception:  # noqa: BLE001 — damaged: judged by the driver's own check
             continue
         if micro_batch is not None and (why := micro_batch_refusal(run_id, state, micro_batch)):
+            raise StoreError(why)
+        if precision is not None and (why := precision_refusal(run_id, state, precision)):
             raise StoreError(why)
         if recorded == current or epoch == 0:
             continue
@@ -127,8 +131,8 @@ def train_chunk(chunk, states, files: LabDir, settings: Settings,
                 and not settings.allow_engine_change:
             raise StoreError(engine_refusal(c.run_id, engine_of(state), int(state["epoch"]),
                                             current, engines_for(c)))
-        if state is not None and (why := micro_batch_refusal(c.run_id, state,
-                                                             settings.micro_batch)):
+        if state is not None and (why := micro_batch_refusal(c.run_id, state, settings.micro_batch)
+                                  or precision_refusal(c.run_id, state, settings.precision)):
             raise StoreError(why)
     trainer = trainer_class(chunk[0].task)(chunk, settings)
     for e, c in enumerate(chunk):

@@ -39,16 +39,25 @@ def layer_norm(ln, x: torch.Tensor) -> torch.Tensor:
     return x if ln is None else LaneLayerNorm.apply(x, ln.w, ln.b, ln.eps)
 
 
-def projection(weight_t: torch.Tensor, bias: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def projection(weight_t: torch.Tensor, bias: torch.Tensor, x: torch.Tensor,
+               low: torch.dtype | None = None) -> torch.Tensor:
     """``weight_t [E, m, k] @ x [E, k, N]``, then ``bias [E, m]`` added to every column:
-    ``[E, m, N]``."""
-    return torch.bmm(weight_t, x).add_(bias.unsqueeze(2))
+    ``[E, m, N]`` in fp32. With ``low`` (bf16) the product takes both operands rounded to
+    ``low`` and returns its sums (accumulated in fp32 by the library) rounded to ``low``, as
+    autocast's matmul does; the bias is added in fp32."""
+    if low is None:
+        return torch.bmm(weight_t, x).add_(bias.unsqueeze(2))
+    # .float() then add_: the bits of ``y + bias`` promoted to fp32, in 0.6× its time (measured:
+    # PyTorch's mixed-dtype add is not vectorized like either op alone)
+    return torch.bmm(weight_t.to(low), x.to(low)).float().add_(bias.unsqueeze(2))
 
 
-def attention(attn, x: torch.Tensor, cls_only: bool) -> torch.Tensor:
+def attention(attn, x: torch.Tensor, cls_only: bool, low: torch.dtype | None = None
+              ) -> torch.Tensor:
     """``x [E, d, T, B] → [E, d, T', B]`` through the weights of ``attn``
     (:class:`~rulelab.models.components.Attention`); ``cls_only`` keeps the query at position 0
-    (``T' = 1``) and projects only its q."""
+    (``T' = 1``) and projects only its q; ``low``: the matmuls' operand dtype
+    (:func:`projection`)."""
     E, d, T, B = x.shape
     H, dh = attn.n_heads, attn.d_head
     n = H * dh
@@ -57,24 +66,24 @@ def attention(attn, x: torch.Tensor, cls_only: bool) -> torch.Tensor:
     cols = x.reshape(E, d, T * B)  # columns (position, example)
     scale = 1.0 / math.sqrt(dh)
     if cls_only:
-        q = projection(Wt[:, :n], b[:, :n], cols[:, :, :B]).view(E, H, dh, 1, B)
-        kv = projection(Wt[:, n:], b[:, n:], cols).view(E, 2, H, dh, T, B)
+        q = projection(Wt[:, :n], b[:, :n], cols[:, :, :B], low).view(E, H, dh, 1, B)
+        kv = projection(Wt[:, n:], b[:, n:], cols, low).view(E, 2, H, dh, T, B)
         z = QueryAttention.apply(q, kv, scale)  # [E, H, dh, 1, B]
     else:
-        qkv = projection(Wt, b, cols).view(E, 3, H, dh, T, B)
+        qkv = projection(Wt, b, cols, low).view(E, 3, H, dh, T, B)
         z = PackedAttention.apply(qkv, scale)  # [E, H, dh, T, B]
     Tq = z.shape[3]
     Wo_t = attn.W_O.reshape(E, n, d).transpose(1, 2)  # [E, d, H·dh]
-    return projection(Wo_t, attn.b_O, z.reshape(E, n, Tq * B)).view(E, d, Tq, B)
+    return projection(Wo_t, attn.b_O, z.reshape(E, n, Tq * B), low).view(E, d, Tq, B)
 
 
-def mlp(m, x: torch.Tensor) -> torch.Tensor:
+def mlp(m, x: torch.Tensor, low: torch.dtype | None = None) -> torch.Tensor:
     """``x [E, d, *] → [E, d, *]`` through the weights of ``m``
     (:class:`~rulelab.models.components.MLP`): ``W_outᵀ φ(W_inᵀ x)``."""
     E, d = x.shape[:2]
-    h = projection(m.W_in.transpose(1, 2), m.b_in, x.reshape(E, d, -1))
+    h = projection(m.W_in.transpose(1, 2), m.b_in, x.reshape(E, d, -1), low)
     h = h.relu_() if m.act is F.relu else m.act(h)  # in place: the same numbers, a pass less
-    return projection(m.W_out.transpose(1, 2), m.b_out, h).view(x.shape)
+    return projection(m.W_out.transpose(1, 2), m.b_out, h, low).view(x.shape)
 
 
 def embed_padded(model, x: torch.Tensor) -> torch.Tensor:
@@ -93,17 +102,35 @@ def embed_padded(model, x: torch.Tensor) -> torch.Tensor:
     return embed + model.W_pos[:, : n + 1].unsqueeze(2)
 
 
+def matmul_dtype() -> torch.dtype | None:
+    """bf16 where the caller runs under CPU bf16 autocast (``--precision bf16``), else None."""
+    on = torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    return torch.bfloat16 if on else None
+
+
 def lane_forward(model, x: torch.Tensor) -> torch.Tensor:
     """``x [E, B, n]`` (integers, without CLS) → logits ``[E, B, k]`` of ``model`` (an
-    :class:`~rulelab.models.transformer.EnsembleTransformer`), read at CLS."""
+    :class:`~rulelab.models.transformer.EnsembleTransformer`), read at CLS.
+
+    Under bf16 autocast (``--precision bf16``) the weight matmuls alone take bf16 operands
+    (:func:`projection`); the attention's sums, softmax, LayerNorms and residual stream stay
+    fp32 — autocast itself would hand the native kernels bf16 tensors, whose PyTorch fallback
+    would then sum the attention in bf16, every partial sum rounded to 8 bits."""
+    low = matmul_dtype()
+    with torch.autocast("cpu", enabled=False):
+        return _lane_forward(model, x, low)
+
+
+def _lane_forward(model, x: torch.Tensor, low: torch.dtype | None) -> torch.Tensor:
     B = x.shape[1]
     resid = embed_padded(model, x).permute(0, 3, 1, 2).contiguous()  # [E, d, T, B']
     for i, block in enumerate(model.blocks):
         last = i == len(model.blocks) - 1  # the last block needs only the CLS position
-        attn_out = attention(block.attn, layer_norm(block.ln1, resid), last)
+        attn_out = attention(block.attn, layer_norm(block.ln1, resid), last, low)
         resid = (resid[:, :, :1] if last else resid) + attn_out
         if block.mlp is not None:
-            resid = resid + mlp(block.mlp, layer_norm(block.ln2, resid))
+            resid = resid + mlp(block.mlp, layer_norm(block.ln2, resid), low)
     cls = layer_norm(model.ln_final, resid[:, :, 0])  # [E, d, B']
-    logits = projection(model.W_U.transpose(1, 2), model.b_U, cls).transpose(1, 2)  # [E, B', k]
+    logits = projection(model.W_U.transpose(1, 2), model.b_U, cls, low)  # [E, k, B']
+    logits = logits.transpose(1, 2)  # [E, B', k]
     return logits[:, :B] if logits.shape[1] != B else logits  # padding dropped

@@ -110,6 +110,20 @@ def micro_batch_refusal(run_id: str, state: dict, micro_batch: int) -> str | Non
             f"--micro-batch {recorded}, or train it afresh in another lab")
 
 
+def precision_refusal(run_id: str, state: dict, precision: str) -> str | None:
+    """The one line refusing to resume ``run_id`` from checkpoint ``state`` in ``precision``
+    (``--precision``), or None where it keeps the precision its steps were computed in. bf16
+    rounds every step's matmul operands, so switching mid-run mixes two runs' numbers, as
+    another engine would; a checkpoint that records none (written before the record) is not
+    judged."""
+    recorded, epoch = state.get("precision"), int(state.get("epoch", 0))
+    if recorded is None or epoch == 0 or recorded == precision:
+        return None
+    return (f"run {run_id} was trained to epoch {epoch} in {recorded}; --precision {precision} "
+            f"would compute its steps otherwise (other numbers): resume it with --precision "
+            f"{recorded}, or train it afresh in another lab")
+
+
 def _same_engine(version_: int, engines: dict[str, int]) -> str:
     """How to pick engine ``version_`` again, where ``Settings.engine`` still offers it for
     this run (an engine a model's own version replaced is offered by no name)."""

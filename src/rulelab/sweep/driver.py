@@ -173,7 +173,8 @@ def _engine_switches(lab: Lab, configs, unusable: dict, settings: Settings) -> d
         switches.update(engine_switches(lab, [c.run_id for c in group],
                                         settings.allow_engine_change,
                                         engine_in_use(settings, group[0]),
-                                        engines_for(group[0]), settings.micro_batch))
+                                        engines_for(group[0]), settings.micro_batch,
+                                        settings.precision))
     return switches
 
 

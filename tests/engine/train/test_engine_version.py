@@ -13,7 +13,7 @@ from labs import state_at
 from rulelab.settings import Settings
 from rulelab.store import Lab, StoreError
 from rulelab.store.registry import engine_read
-from rulelab.store.version import ENGINE_VERSION, LEGACY_ENGINE
+from rulelab.store.version import ENGINE_VERSION, LEGACY_ENGINE, precision_refusal
 from rulelab.sweep.driver import run_configs
 from toy_study import ToyRunConfig
 from toy_study.trainer import ToyTrainer
@@ -172,3 +172,24 @@ def test_micro_batches_past_the_step_are_all_one_pass(tmp_path):
     lab.save_checkpoint(CFG.run_id, saved)
     run_configs([CFG], lab, experiment="t", settings=Settings(micro_batch=5000))  # not refused
     assert lab.status(CFG.run_id) == "done"
+
+
+def test_resume_in_another_precision_is_refused_before_any_work(tmp_path):
+    """bf16 rounds every step's matmul operands: switching mid-run would mix two runs."""
+    whole = Lab(tmp_path / "whole", create=True)
+    run_configs([CFG], whole, experiment="t", settings=OPTS)
+    lab = Lab(tmp_path / "lab", create=True)
+    saved = _killed_at(lab, 10, engine=ENGINE_VERSION)
+    assert saved["precision"] == "fp32"
+    with pytest.raises(StoreError) as err:
+        run_configs([CFG], lab, experiment="t", settings=OPTS.merged(precision="bf16"))
+    line = str(err.value)
+    assert "\n" not in line and "in fp32; --precision bf16" in line
+    assert "resume it with --precision fp32" in line
+    assert lab.status(CFG.run_id) == "pending" and not list(lab.metrics_dir.glob("*.parquet"))
+    run_configs([CFG], lab, experiment="t", settings=OPTS)  # its own precision: resumes
+    pd.testing.assert_frame_equal(lab.read_metrics(), whole.read_metrics(), check_exact=True)
+    bf16 = state_at(ToyTrainer([CFG], OPTS.merged(precision="bf16")), 5)
+    assert bf16["precision"] == "bf16"
+    del bf16["precision"]  # a checkpoint written before the record: not judged
+    assert precision_refusal(CFG.run_id, bf16, "fp32") is None

@@ -33,3 +33,52 @@ def test_member_equals_alone_to_the_last_bit_with_padded_batches(engine):
             assert torch.equal(p[e], dict(alone.model.named_parameters())[name][0]), name
         assert ens.rows[e] == alone.rows[0]
     assert not torch.equal(ens.model.W_E[0], ens.model.W_E[2])
+
+
+def test_under_bf16_engine_8_rounds_the_matmuls_alone():
+    """``--precision bf16`` on engine 8: the weight matmuls take bf16 operands; the attention's
+    sums, LayerNorms and residual stream get fp32 tensors (autocast would hand the native
+    kernels bf16 ones, and their fallback would sum the attention in bf16)."""
+    from rulelab.models import attention_core, layer_norm_lanes
+
+    cfg = MPSPRunConfig(seq_len=5, vocab=12, n_train=64, n_eval=32, d_model=16, d_mlp=32,
+                        heads=2, layers=2, seed=0)
+    model = MPSPTrainer([cfg], Settings(engine=str(LANE_ENGINE))).model
+    x = torch.randint(0, 12, (1, 32, 5))
+    seen = []
+    functions = (attention_core.PackedAttention, attention_core.QueryAttention,
+                 layer_norm_lanes.LaneLayerNorm)
+    applies = {f: f.apply for f in functions}
+    try:
+        for f in functions:
+            f.apply = lambda *a, f=f: seen.append([t.dtype for t in a if torch.is_tensor(t)]) \
+                or applies[f](*a)
+        with torch.no_grad():
+            fp32 = model(x)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                bf16 = model(x)
+    finally:
+        for f in functions:
+            f.apply = applies[f]
+    # per forward: 5 LayerNorms (2 a block and the last), 2 attentions
+    assert len(seen) == 2 * 7 and all(d == torch.float32 for call in seen for d in call)
+    assert bf16.dtype == torch.float32 and not torch.equal(bf16, fp32)  # bf16 did round
+    # Two blocks of bf16-rounded matmul operands: within a few bf16 ulps (2⁻⁸) of fp32.
+    torch.testing.assert_close(bf16, fp32, rtol=0.05, atol=0.05)
+
+
+def test_member_equals_alone_to_the_last_bit_under_bf16():
+    shape = dict(seq_len=5, vocab=12, n_train=200, n_eval=70, d_model=16, d_mlp=32, heads=2,
+                 layers=2, eval_every=5, epochs=6, lr=3e-3)
+    configs = [MPSPRunConfig(**shape, ratio=r, seed=s) for r, s in ((0.5, 0), (0.9, 1))]
+    opts = Settings(micro_batch=96, eval_chunk=48, precision="bf16")
+    ens = MPSPTrainer(configs, opts)
+    assert ens.model.engine == LANE_ENGINE
+    ens.fit()
+    alone = MPSPTrainer([configs[1]], opts)
+    alone.fit()
+    for name, p in ens.model.named_parameters():
+        assert torch.equal(p[1], dict(alone.model.named_parameters())[name][0]), name
+    fp32 = MPSPTrainer([configs[1]], opts.merged(precision="fp32"))
+    fp32.fit()
+    assert not torch.equal(fp32.model.W_E[0], alone.model.W_E[0])  # bf16 moved the numbers

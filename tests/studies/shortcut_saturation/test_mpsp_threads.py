@@ -2,12 +2,11 @@
 S's numbers no longer depend on how many threads the process has — they did (LayerNorm's and
 the matmuls' long gradient reductions split across threads), which this test shows first."""
 
-import contextlib
-
 import pytest
 import torch
+import torch.nn.functional as F
 
-from rulelab.engine import base, threads
+from rulelab.engine import threads
 from rulelab.settings import Settings
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.trainer import MPSPTrainer
@@ -38,12 +37,28 @@ def test_training_numbers_do_not_depend_on_the_process_threads(engine):
     assert _equal(_trained(1, engine), _trained(2, engine))
 
 
-def test_without_the_one_thread_region_engine_4s_numbers_move_with_the_threads(monkeypatch):
-    """The property above is not vacuous at these sizes. (Engine 8 sums its long reductions
-    in its own kernels or as one library call's inner reduction, and here gave the same
-    numbers even without the region; the region keeps that from resting on the library.)"""
-    monkeypatch.setattr(base, "training_threads", lambda device: contextlib.nullcontext())
-    assert not _equal(_trained(1, "4"), _trained(2, "4"))
+def test_without_the_one_thread_region_the_steps_reductions_move_with_the_threads():
+    """The property above is not vacuous: the long reductions of a training step — LayerNorm's
+    weight and bias gradients, a weight gradient summed over every row — give other bits on 2
+    threads than on 1. Shown on the ops themselves, at the rows of a 4,096-example micro-batch
+    (4 × 1,024 × 11 positions): whether a whole trainer's numbers move depends on the machine's
+    libraries (they did on an AMD EPYC, AVX2, at the ladder's sizes; on an AMX Xeon, engines 4
+    and 8 gave the same bits either way), and the region keeps them from depending on it."""
+    gen = torch.Generator().manual_seed(0)
+    rows, d = 4 * 1024 * 11, 24
+    x = torch.randn(rows, d, generator=gen, requires_grad=True)
+    w, b = torch.randn(d, generator=gen, requires_grad=True), torch.randn(d, generator=gen,
+                                                                          requires_grad=True)
+    g, other = torch.randn(rows, d, generator=gen), torch.randn(rows, 48, generator=gen)
+    before, out = torch.get_num_threads(), []
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            out.append([*torch.autograd.grad(F.layer_norm(x, (d,), w, b), (w, b), g),
+                        x.detach().t() @ other])
+    finally:
+        torch.set_num_threads(before)
+    assert not all(torch.equal(a, b) for a, b in zip(*out, strict=True))
 
 
 def test_the_region_sets_one_thread_restores_and_nests():
