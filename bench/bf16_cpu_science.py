@@ -23,6 +23,7 @@ import torch
 from bf16_outcomes import main as compare
 from rulelab.cli.execute import execute
 from rulelab.cli.sweep import recipe_path
+from rulelab.store.lab_dir import LabDir
 from rulelab.sweep import load_recipe
 
 
@@ -37,7 +38,7 @@ def main() -> None:
         settings = recipe.execution.merged(precision=precision, quiet=True)
         labs[precision] = args.out / f"{Path(args.recipe).name}-{precision}"
         start = time.perf_counter()
-        _, result = execute(recipe, settings, labs[precision], command="sweep")
+        _, result = execute(recipe, settings, LabDir.at(labs[precision]), command="sweep")
         print(f"{precision}: {result.done} runs done, {result.failed} failed in "
               f"{time.perf_counter() - start:.0f} s ({torch.get_num_threads()} threads) → "
               f"{labs[precision]}")
