@@ -8,6 +8,7 @@ and accumulates in fp32 whether the hardware is native or emulated, so the *read
 produces are those a bf16 run would give on AMX hardware — only the speed is not.
 
     python bench/bf16_cpu_science.py OUT [--recipe shortcut-saturation/quick]
+    python bench/bf16_cpu_science.py OUT --recipe coexistence/quick   # then order and ff
 
 Study S's quick preset: ≈ 3 min in fp32 and ≈ 2× that in emulated bf16 on a 2-core CPU.
 """
@@ -20,11 +21,14 @@ from pathlib import Path
 
 import torch
 
+import rulelab
 from bf16_outcomes import main as compare
 from rulelab.cli.execute import execute
 from rulelab.cli.sweep import recipe_path
 from rulelab.store.lab_dir import LabDir
 from rulelab.sweep import load_recipe
+
+STUDY_M_ANALYSES = ("order", "ff")
 
 
 def main() -> None:
@@ -36,12 +40,14 @@ def main() -> None:
     labs = {}
     for precision in ("fp32", "bf16"):
         settings = recipe.execution.merged(precision=precision, quiet=True)
-        labs[precision] = args.out / f"{Path(args.recipe).name}-{precision}"
+        labs[precision] = args.out / f"{args.recipe.replace('/', '-')}-{precision}"
         start = time.perf_counter()
         _, result = execute(recipe, settings, LabDir.at(labs[precision]), command="sweep")
         print(f"{precision}: {result.done} runs done, {result.failed} failed in "
               f"{time.perf_counter() - start:.0f} s ({torch.get_num_threads()} threads) → "
-              f"{labs[precision]}")
+              f"{labs[precision]}", flush=True)
+        for name in STUDY_M_ANALYSES if recipe.task == "modular" else ():
+            rulelab.load(labs[precision]).analyze(name, save=True)  # bf16_outcomes.py reads them
     compare(str(labs["fp32"]), str(labs["bf16"]))
 
 
