@@ -6,7 +6,10 @@ token, seq_len 10, vocab 64), full batch of 16,384 examples, N epochs (= N AdamW
     torch.optim.AdamW per seed, seeds one after another, full-batch forward/backward. It starts
     from rulelab's member-e weights on the same data (tr.data.train_x[e]), so final losses must
     match rulelab's: column "dloss" (max over seeds |loss - naive loss|) checks the same work.
-(b) rulelab: one MPSPTrainer over all S seeds, train_epoch() N times.
+(b) rulelab: the S seeds split into one ensemble per core (--threads), trained side by side in
+    threads of this process, train_epoch() N times each — as `rulelab train` trains a command's
+    chunks: since engine 4 a step computes on one thread, so one ensemble alone uses one core
+    (row "rulelab, one ensemble (1 core)") while the naive loop's ops use every thread.
 
 Protocol (one process): fp32 matmul peak (rulelab.hardware, 2048³) at start and end. Each
 measurement builds its models and runs one warm-up epoch (untimed), waits up to --idle-wait s
@@ -32,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import threading
 import time
 
 import torch
@@ -94,18 +98,31 @@ def run_naive(cfgs, epochs: int) -> tuple[Meter, list[float]]:
 
 
 def run_rulelab(cfgs, epochs: int, micro_batch: int = 512, per_ens: int = 0,
-                precision: str = "fp32") -> tuple[Meter, list[float]]:
-    per_ens = per_ens or len(cfgs)
-    meter, losses = Meter(), []
-    for i in range(0, len(cfgs), per_ens):
-        tr = MPSPTrainer(cfgs[i : i + per_ens], Settings(micro_batch=micro_batch,
-                                                         precision=precision))
+                precision: str = "fp32", cores: int = 1) -> tuple[Meter, list[float]]:
+    """rulelab's trainer over ``cfgs`` in ensembles of ``per_ens`` seeds (all: 0), ``cores``
+    of them at once in threads of this process, as the local executor trains a command's
+    chunks (each step computes on one thread: rulelab.engine.threads); the rest in turn."""
+    per_ens = per_ens or -(-len(cfgs) // cores)  # 0: the seeds split evenly over the cores
+    settings = Settings(micro_batch=micro_batch, precision=precision)
+    trainers = [MPSPTrainer(cfgs[i : i + per_ens], settings)
+                for i in range(0, len(cfgs), per_ens)]
+    meter, losses = Meter(), {}
+
+    def train(k: int) -> None:
+        for _ in range(epochs):
+            losses[k] = trainers[k].train_epoch()
+
+    for tr in trainers:
         tr.train_epoch()  # warm-up (untimed)
+    for i in range(0, len(trainers), cores):
         with meter:
-            for _ in range(epochs):
-                loss = tr.train_epoch()
-        losses += loss.tolist()
-    return meter, losses
+            side = [threading.Thread(target=train, args=(k,))
+                    for k in range(i, min(i + cores, len(trainers)))]
+            for t in side:
+                t.start()
+            for t in side:
+                t.join()
+    return meter, [x for k in sorted(losses) for x in losses[k].tolist()]
 
 
 def main() -> None:
@@ -151,22 +168,29 @@ def main() -> None:
         print(f"  {name:<30} {rate:9,.0f} seed-ex/s  other load {other:.2f} cores", flush=True)
         return rate
 
+    cores = args.threads  # rulelab trains this many ensembles at once, one thread each
     for rep in (1, 2):
         a_rates.append(record(f"(a) naive, rep {rep}", run_naive(cfgs, epochs), model_f))
-        b_rates.append(record(f"(b) rulelab, rep {rep}", run_rulelab(cfgs, epochs), exec_b))
-    record("rulelab 1 seed per ensemble", run_rulelab(cfgs, epochs, per_ens=1), exec_b)
+        b_rates.append(record(f"(b) rulelab, rep {rep}", run_rulelab(cfgs, epochs, cores=cores),
+                              exec_b))
+    record("rulelab, one ensemble (1 core)", run_rulelab(cfgs, epochs), exec_b)
+    record("rulelab 1 seed per ensemble", run_rulelab(cfgs, epochs, per_ens=1, cores=cores),
+           exec_b)
     for mb in args.micro:
-        record(f"rulelab micro-batch {mb}", run_rulelab(cfgs, epochs, micro_batch=mb), exec_b)
+        record(f"rulelab micro-batch {mb}",
+               run_rulelab(cfgs, epochs, micro_batch=mb, cores=cores), exec_b)
     if bf16:
-        record("rulelab bf16", run_rulelab(cfgs, epochs, precision="bf16"), exec_b, peak16)
+        record("rulelab bf16", run_rulelab(cfgs, epochs, precision="bf16", cores=cores),
+               exec_b, peak16)
     allocator._applied = None
     heap = allocator.keep_heap()
     name = "+ heap" if heap else "(heap n/a)"
-    shipped = record(f"(b) rulelab {name} (shipped)", run_rulelab(cfgs, epochs), exec_b)
+    shipped = record(f"(b) rulelab {name} (shipped)", run_rulelab(cfgs, epochs, cores=cores),
+                     exec_b)
     record(f"(a) naive {name}", run_naive(cfgs, epochs), model_f)
     if bf16:
-        bf16_shipped = record(f"rulelab bf16 {name}",
-                              run_rulelab(cfgs, epochs, precision="bf16"), exec_b, peak16)
+        bf16_shipped = record(f"rulelab bf16 {name}", run_rulelab(
+            cfgs, epochs, precision="bf16", cores=cores), exec_b, peak16)
     peak = max(peak0, peak1 := hardware.matmul_peak(reps=6))  # another key: measured again
     print(f"fp32 matmul peak at end: {peak1:.0f} GFLOP/s; % peak uses the best, {peak:.0f}")
     print(f"final train loss after {epochs + 1} steps (naive, seed 0): {ref[0]:.6f}; "
