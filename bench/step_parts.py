@@ -1,18 +1,23 @@
-"""Where one training step's time goes: each part of the paper's 2L model alone (issue 13).
+"""Where one training step's time goes: each part of study S's 2L model alone, as the default
+engine computes it (engine 8, :mod:`rulelab.models.lane_forward`; issues 13 and 25).
 
-One micro-batch of the paper's config as the trainer runs it (4 members × 512 examples,
-d_model 64, 2 heads of 32, d_mlp 128, 11 positions with CLS), forward and backward, glibc's
-heap kept as in training. Prints the median time of each part over 3 alternating rounds: the
-whole model with its loss, each block's attention (all queries in block 1, the CLS query in
-block 2), the matmuls inside them, block 1's MLP and its matmuls, and one LayerNorm. What is
-not a matmul is the work eager PyTorch runs op by op; the README's benchmark section reads
-the table.
+One micro-batch as the trainer runs it (4 members × 512 examples, 11 positions with CLS, the
+residual stream ``[E, d, T, B]``), forward and backward, on one thread (every CPU training step
+runs on one thread since engine 4), glibc's heap kept as in training. Sizes: the paper's
+(d_model 64, 2 heads of 32, d_mlp 128) or the scale ladder's first rung (``--size ladder``:
+24 / 48). Prints the median time of each part over 3 alternating rounds: the whole model with
+its loss, each block's attention (all queries in block 1, the CLS query in block 2) and the
+weight matmuls inside them, block 1's MLP and its matmuls, one LayerNorm; then the matmuls'
+share of the whole (the rest — attention's sums and softmax, LayerNorms, bias and residual adds,
+ReLU, the embedding, the loss — is what a fused kernel would have to cut). The README's
+benchmark section reads the table.
 
-    python bench/step_parts.py
+    python bench/step_parts.py [--size paper|ladder]
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 
@@ -20,11 +25,12 @@ import torch
 import torch.nn.functional as F
 
 from rulelab.engine.allocator import keep_heap
-from rulelab.models.components import MLP, Attention, LayerNorm
-from rulelab.models.transformer import EnsembleTransformer
+from rulelab.models import lane_forward as lane
+from rulelab.models.transformer import LANE_ENGINE, EnsembleTransformer
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 
-E, B, T, D = 4, 512, 11, 64  # members, micro-batch, positions (CLS + 10), d_model
+E, B, T = 4, 512, 11  # members, micro-batch, positions (CLS + 10)
+SIZES = {"paper": (64, 128), "ladder": (24, 48)}  # d_model, d_mlp
 
 
 def forward_backward(f):
@@ -46,39 +52,64 @@ def median_ms(step, n: int = 15) -> float:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", choices=sorted(SIZES), default="paper")
+    args = ap.parse_args()
+    D, M = SIZES[args.size]
     keep_heap()
+    torch.set_num_threads(1)
     torch.manual_seed(0)
-    cfg = MPSPRunConfig(layers=2, heads=2, d_model=D, d_mlp=128, seq_len=T - 1, vocab=64)
+    cfg = MPSPRunConfig(layers=2, heads=2, d_model=D, d_mlp=M, seq_len=T - 1, vocab=64)
     model = EnsembleTransformer(cfg, E).init_weights(list(range(E)))
+    model.engine = LANE_ENGINE
+    block = model.blocks[0]
+    with torch.no_grad():
+        for p in block.parameters():  # nonzero biases: every add does its work
+            p.normal_(std=0.1)
     tokens, labels = torch.randint(0, 64, (E, B, T - 1)), torch.randint(0, 2, (E * B,))
-    attn, mlp, ln = Attention(E, D, 2), MLP(E, D, 128, "relu"), LayerNorm(E, D)
-    for p in [*attn.parameters(), *mlp.parameters()]:
-        torch.nn.init.normal_(p, std=0.1)
-    x = torch.randn(E, B, T, D, requires_grad=True)
-    w_qkv, b_qkv = torch.randn(E, D, 3 * D, requires_grad=True), torch.zeros(E, 1, 3 * D)
+    x = torch.randn(E, D, T, B, requires_grad=True)  # the residual stream, engine 8's layout
+    cols = x.reshape(E, D, T * B)
+    n = 3 * D  # Q, K and V of 2 heads of D / 2
+    w_qkv = torch.randn(E, n, D, requires_grad=True)
     w_o = torch.randn(E, D, D, requires_grad=True)
-    w_in, w_out = (torch.randn(E, D, 128, requires_grad=True),
-                   torch.randn(E, 128, D, requires_grad=True))
-    rows = x.reshape(E, B * T, D)
+    w_in, w_out = (torch.randn(E, M, D, requires_grad=True),
+                   torch.randn(E, D, M, requires_grad=True))
+    matmuls = {  # the weight matmuls alone (no bias), Wᵀ x as engine 8 computes them
+        "  its Q/K/V projection matmul": lambda: torch.bmm(w_qkv, cols),
+        "  its output projection matmul": lambda: torch.bmm(w_o, cols),
+        "  its K/V (all) and Q (CLS) matmuls": lambda: torch.cat(
+            [torch.bmm(w_qkv[:, D:], cols).flatten(1),
+             torch.bmm(w_qkv[:, :D], cols[:, :, :B]).flatten(1)], 1),
+        "  its two matmuls": lambda: torch.bmm(w_out, torch.bmm(w_in, cols)),
+    }
     parts = {
         "whole model and loss": lambda: F.cross_entropy(model(tokens).reshape(E * B, -1),
                                                         labels),
-        "attention, block 1 (all 11 queries)": lambda: attn(x),
-        "attention, block 2 (the CLS query)": lambda: attn(x, query_pos=0),
-        "  its Q/K/V projection matmul": lambda: torch.baddbmm(b_qkv, rows, w_qkv),
-        "  block 1's output projection matmul": lambda: torch.baddbmm(b_qkv[..., :D], rows, w_o),
-        "MLP, block 1": lambda: mlp(x),
-        "  its two matmuls": lambda: torch.bmm(torch.bmm(rows, w_in), w_out),
-        "one LayerNorm, all positions": lambda: ln(x),
+        "attention, block 1 (all 11 queries)": lambda: lane.attention(block.attn, x, False),
+        "  its Q/K/V projection matmul": matmuls["  its Q/K/V projection matmul"],
+        "  its output projection matmul": matmuls["  its output projection matmul"],
+        "attention, block 2 (the CLS query)": lambda: lane.attention(block.attn, x, True),
+        "  its K/V (all) and Q (CLS) matmuls": matmuls["  its K/V (all) and Q (CLS) matmuls"],
+        "MLP, block 1": lambda: lane.mlp(block.mlp, x),
+        "  its two matmuls": matmuls["  its two matmuls"],
+        "one LayerNorm, all positions": lambda: lane.layer_norm(block.ln1, x),
     }
     times: dict[str, list[float]] = {k: [] for k in parts}
     for _ in range(3):
         for name, f in parts.items():
             times[name].append(median_ms(forward_backward(f)))
-    print(f"one micro-batch ({E} members × {B} examples), forward + backward, "
-          f"{torch.get_num_threads()} threads")
-    for name, t in times.items():
-        print(f"{name:<40} {statistics.median(t):7.1f} ms")
+    ms = {k: statistics.median(t) for k, t in times.items()}
+    print(f"one micro-batch of the {args.size} shape (d_model {D}, d_mlp {M}; {E} members × {B} "
+          f"examples), engine 8, forward + backward, {torch.get_num_threads()} thread")
+    for name, t in ms.items():
+        print(f"{name:<40} {t:7.1f} ms")
+    # the whole model's weight matmuls: block 1's (Q/K/V, output, MLP), block 2's K/V and CLS
+    # query (its output projection and MLP act on the CLS row alone: ≈ 1/11 of block 1's)
+    mm = (ms["  its Q/K/V projection matmul"] + ms["  its K/V (all) and Q (CLS) matmuls"]
+          + (ms["  its output projection matmul"] + ms["  its two matmuls"]) * (1 + 1 / T))
+    whole = ms["whole model and loss"]
+    print(f"weight matmuls ≈ {mm:.1f} ms of the whole {whole:.1f} ms ({100 * mm / whole:.0f}%); "
+          f"the rest {100 * (1 - mm / whole):.0f}% (issue 25 goal 1: ≤ 25%)")
 
 
 if __name__ == "__main__":
