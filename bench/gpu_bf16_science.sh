@@ -7,6 +7,7 @@
 #
 #   OUT=/tmp/bf16 bash bench/gpu_bf16_science.sh            # cuda, ≈ 1–2 min on an H200
 #   DEVICE=cpu PRECISIONS=fp32 OUT=/tmp/bf16 bash bench/gpu_bf16_science.sh   # smoke
+#   PRECISIONS='fp32 tf32' OUT=/tmp/tf32 bash bench/gpu_bf16_science.sh     # TF32's outcome table
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?set OUT to the folder for the labs}"

@@ -124,9 +124,12 @@ def table(title: str, cfg_for, members: list[int], unit: str) -> dict[str, Speed
     print(f"{'prec':>5} {'E':>5} {'passes':>6} {'s/' + unit:>9} {'seed-' + unit + 's/s':>13} "
           f"{'TFLOP/s':>8} {'MiB/member':>11} {'est MiB':>8} {'eval s':>7}", flush=True)
     speeds = {}
-    for precision in os.environ.get("PRECISIONS", "fp32 bf16").split():
+    for precision in os.environ.get("PRECISIONS", "fp32 bf16 tf32").split():
         if precision == "bf16" and not (hardware.native_bf16(DEVICE) or FORCE_BF16):
             print(f" bf16 skipped: not native on {DEVICE}")
+            continue
+        if precision == "tf32" and not hardware.native_tf32(DEVICE):
+            print(f" tf32 skipped: {DEVICE} has no TF32 tensor cores")
             continue
         rows = []
         for E in members:

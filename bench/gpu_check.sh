@@ -21,7 +21,7 @@ export DEVICE=${DEVICE:-cuda}
 if [ "$DEVICE" = cpu ]; then  # smoke sizes: the same code paths, seconds each
   export EPOCHS=${EPOCHS:-1} S_MEMBERS=${S_MEMBERS:-"2 4"} S_N_TRAIN=${S_N_TRAIN:-1024}
   export S_N_EVAL=${S_N_EVAL:-256} M_MEMBERS=${M_MEMBERS:-"1 2"} M_P=${M_P:-31}
-  export M_WIDTH=${M_WIDTH:-65} PRECISIONS=${PRECISIONS:-"fp32 bf16"} FORCE_BF16=${FORCE_BF16:-1}
+  export M_WIDTH=${M_WIDTH:-65} PRECISIONS=${PRECISIONS:-"fp32 bf16 tf32"} FORCE_BF16=${FORCE_BF16:-1}
 fi
 if ! "$PY" -c "import torch, rulelab.engine.base" 2>/dev/null; then
   echo "error: $PY cannot import torch and rulelab (install the project: pip install -e .)"

@@ -70,7 +70,15 @@ def test_avx512_bf16_without_amx_is_native(cpu):
 
 
 def test_unknown_precision_is_refused_in_one_line():
-    assert hardware.precision_error("fp16") == "'fp16' is not allowed; use fp32 or bf16"
+    assert hardware.precision_error("fp16") == "'fp16' is not allowed; use fp32, bf16 or tf32"
+
+
+def test_tf32_is_refused_on_every_cpu(cpu):
+    cpu(AMX)  # even the CPU that multiplies bf16 natively
+    assert not hardware.native_tf32("cpu")
+    error = hardware.precision_error("tf32", "cpu")
+    assert error.startswith("tf32 is not available here") and "CUDA" in error
+    assert error.endswith("use fp32") and "\n" not in error
 
 
 def test_this_machine_is_described():

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "tf32")  # Settings.precision
 
 # Flags worth naming, in the order they are printed (/proc/cpuinfo spelling).
 EXTENSIONS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
@@ -103,15 +103,28 @@ def native_bf16(device: str | torch.device = "cpu") -> bool:
     return False
 
 
+def native_tf32(device: str | torch.device = "cpu") -> bool:
+    """Whether ``device`` multiplies fp32 matrices on TF32 tensor cores (a CUDA GPU of compute
+    capability ≥ 8.0; no CPU has them)."""
+    dev = torch.device(device)
+    return (dev.type == "cuda" and torch.cuda.is_available()
+            and torch.cuda.get_device_capability(dev) >= (8, 0))
+
+
 def precision_error(precision: str, device: str | torch.device = "cpu") -> str | None:
     """Why ``precision`` cannot be used on ``device`` (one line), or None when it can."""
     if precision not in PRECISIONS:
-        return f"{precision!r} is not allowed; use {' or '.join(PRECISIONS)}"
+        return f"{precision!r} is not allowed; use {', '.join(PRECISIONS[:-1])} or {PRECISIONS[-1]}"
+    on_cpu = torch.device(device).type == "cpu"
     if precision == "bf16" and not native_bf16(device):
         where = (f"this CPU ({cpu_info().model or 'unknown'}) has neither AMX nor AVX-512-BF16"
-                 if torch.device(device).type == "cpu" else
+                 if on_cpu else
                  f"{device} has no native bf16 matmul (needs compute capability ≥ 8.0)")
         return f"bf16 is not native here: {where}; use fp32"
+    if precision == "tf32" and not native_tf32(device):
+        where = ("TF32 is a CUDA GPU's matmul mode and a CPU has none" if on_cpu else
+                 f"{device} has no TF32 tensor cores (needs compute capability ≥ 8.0)")
+        return f"tf32 is not available here: {where}; use fp32"
     return None
 
 

@@ -21,7 +21,6 @@ from pydantic import ConfigDict, Field
 
 from rulelab.config.base import StrictTypes
 
-PRECISIONS = ("fp32", "bf16")
 ENGINE_HELP = "resume checkpoints another engine version wrote (recorded on the run)"
 QUIET_HELP = ("no progress output (a bar on a terminal; else a line every "
               "$RULELAB_PROGRESS_SECONDS, default 30 s)")
@@ -48,12 +47,15 @@ class Settings(StrictTypes):
 
     device: str = Field("cpu", description="cpu, cuda, cuda:N or mps: one torch can use on "
                         "this machine")
-    # "fp32", or "bf16": each micro-batch's forward (and so its backward) runs under bf16
+    # "fp32"; "bf16": each micro-batch's forward (and so its backward) runs under bf16
     # autocast — matmuls in bf16, the per-member loss returned in fp32 — while the master
-    # weights, gradients, optimizer and evaluation stay fp32. Changes the numbers (rounding);
-    # pays off only where bf16 matmuls are native (rulelab.hardware.native_bf16).
-    precision: Literal["fp32", "bf16"] = Field(
-        "fp32", description="fp32, or bf16 autocast where this device multiplies in bf16 natively")
+    # weights, gradients, optimizer and evaluation stay fp32; pays off only where bf16 matmuls
+    # are native (rulelab.hardware.native_bf16); "tf32": the training step's fp32 matmuls on
+    # a CUDA GPU's TF32 tensor cores (10-bit mantissas in, fp32 sums), all else as fp32.
+    # Both change the numbers (rounding); a run records its precision (store.version).
+    precision: Literal["fp32", "bf16", "tf32"] = Field(
+        "fp32", description="fp32; bf16 autocast where this device multiplies in bf16 "
+                            "natively; tf32 matmuls on a CUDA GPU that has them")
     # Examples per member per forward chunk. Fixed per member (not per ensemble) so a member
     # sums its gradient in the same order whatever ensemble it sits in: bitwise equivalence.
     micro_batch: int = Field(512, ge=1, le=1_000_000, description="examples per member per pass")

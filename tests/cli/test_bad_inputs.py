@@ -491,6 +491,12 @@ def issue10_cases(w: dict) -> list[Case]:
                                         m_lab], ("--engine",), lab=m_lab, setup=_no_gpu),
         Case("train-mpsp:engine-word", ["train", "mpsp", *TINY, "--engine", "fast", "--lab",
                                         new], ("--engine",), absent=(new,)),
+        # issue 25 goal 5: TF32 is a CUDA GPU's matmul mode; a CPU has none
+        Case("train-mpsp:tf32-on-cpu", ["train", "mpsp", *TINY, "--seed-start", "9",
+                                        "--precision", "tf32", "--lab", s_lab],
+             ("--precision", "tf32", "use fp32"), lab=s_lab),
+        Case("sweep:precision-fp16", ["sweep", w["tiny"], "--precision", "fp16", "--lab", s_lab],
+             ("--precision", "fp32, bf16 or tf32"), lab=s_lab),
     ]
 
 

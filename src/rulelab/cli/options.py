@@ -61,15 +61,15 @@ def check_device(device: str, *, here: bool = True) -> str:
 
 
 def check_precision(precision: str | None, device: str, *, here: bool = True) -> None:
-    """``--precision``: fp32 or bf16 — and bf16 only where this device multiplies in bf16
-    natively (:func:`rulelab.hardware.precision_error`; emulated bf16 is slower than fp32)."""
+    """``--precision``: fp32, bf16 or tf32 — bf16 only where this device multiplies in bf16
+    natively (emulated bf16 is slower than fp32), tf32 only on a CUDA GPU with TF32 tensor
+    cores (:func:`rulelab.hardware.precision_error`); ``here=False`` (a plan for other
+    machines) checks the name alone."""
     if precision is None:
         return
-    if precision not in ("fp32", "bf16"):
-        raise UserError(f"--precision: {precision!r} is not allowed; use fp32 or bf16")
-    if here:
-        from rulelab.hardware import precision_error
+    from rulelab.hardware import PRECISIONS, precision_error
 
+    if precision not in PRECISIONS or here:
         why = precision_error(precision, device)
         if why:
             raise UserError(f"--precision: {why}")

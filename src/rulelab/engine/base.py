@@ -18,7 +18,8 @@ Speed without moving a number (DESIGN §6, issue 13): the first trainer keeps gl
 (:mod:`rulelab.engine.allocator`), so activations are not page-faulted in afresh every
 micro-batch. ``precision = "bf16"`` (off by default; it does move numbers) runs each
 micro-batch's forward, and so its backward, under bf16 autocast for every task; weights,
-gradients, the optimizer and evaluation stay fp32. ``engine = "compiled"`` (off by default; it
+gradients, the optimizer and evaluation stay fp32; ``"tf32"`` runs them with a CUDA GPU's fp32
+matmuls on its TF32 tensor cores (:func:`tf32_matmuls`). ``engine = "compiled"`` (off by default; it
 moves numbers too, recorded as engine version 3) compiles each micro-batch's ``loss`` — the
 forward, the loss and through them the backward — with ``torch.compile``
 (:mod:`rulelab.engine.compiled`).
@@ -47,6 +48,20 @@ def stream_seed(seed: int, stream: int) -> int:
     """A seed for random stream ``stream`` of run ``seed``, independent of the init stream."""
     return int(np.random.SeedSequence([seed, stream]).generate_state(1)[0])
 
+
+
+@contextlib.contextmanager
+def tf32_matmuls():
+    """CUDA's fp32 matmuls on TF32 tensor cores inside, as they were after (``--precision
+    tf32``: the training step only; evaluation stays fp32). PyTorch's newer switch alone: it
+    refuses to read a state the older ``allow_tf32`` flag and it both set."""
+    matmul = torch.backends.cuda.matmul
+    before = matmul.fp32_precision
+    matmul.fp32_precision = "tf32"
+    try:
+        yield
+    finally:
+        matmul.fp32_precision = before
 
 class EnsembleTrainerBase(ABC):
     """Trains ``configs`` (shape-compatible runs of one task) as one ensemble."""
@@ -121,9 +136,12 @@ class EnsembleTrainerBase(ABC):
         return cross_entropy(self.model(x), y).sum(1) / denom  # model(x): logits [E, b, k]
 
     def autocast(self) -> contextlib.AbstractContextManager:
-        """The context the training forward runs in: bf16 autocast, or nothing for fp32."""
+        """The context the training forward runs in: bf16 autocast, TF32 matmuls, or nothing
+        for fp32."""
         if self.options.precision == "bf16":
             return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        if self.options.precision == "tf32":
+            return tf32_matmuls()
         return contextlib.nullcontext()
 
     def _backward_batch(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

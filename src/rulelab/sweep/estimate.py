@@ -27,7 +27,9 @@ from dataclasses import dataclass
 # this 2-core machine (bench/train_throughput.py). GPU: an assumption (≈ 5% of an H100/H200
 # bf16 dense peak, d_model 64 matmuls are small) until bench/gpu_check.sh measures it.
 CPU_FLOPS = 60e9
-GPU_FLOPS = {"fp32": 20e12, "bf16": 50e12}
+# tf32: fp32's until a GPU session measures it (study S there was bound by its elementwise
+# work, not its matmuls: bf16 gained 1.25×, README "On a GPU").
+GPU_FLOPS = {"fp32": 20e12, "bf16": 50e12, "tf32": 20e12}
 # Fixed cost of one forward(+backward) pass of an ensemble, whatever its size: ~3 ms on this CPU
 # (tiny models in the test suite), an assumed ~0.5 ms of kernel launches on a GPU.
 CPU_PASS_S, GPU_PASS_S = 3e-3, 0.5e-3

@@ -10,6 +10,7 @@ tests/studies/coexistence/test_modular_precision.py.
 import pytest
 import torch
 
+from rulelab.engine.base import tf32_matmuls
 from rulelab.engine.runner import trainer_class
 from rulelab.settings import Settings
 from toy_study import ToyRunConfig
@@ -78,3 +79,25 @@ def test_bf16_changes_rounding_not_the_run():
 def test_unknown_precision_is_refused():
     with pytest.raises(ValueError, match="precision"):
         trainer_class("toy")([_toy(0)], Settings(precision="fp16"))
+
+
+def test_tf32_switches_cuda_matmuls_for_the_step_alone_and_restores_them():
+    matmul = torch.backends.cuda.matmul
+    before = matmul.fp32_precision
+    tr = trainer_class("toy")([_toy(0)], Settings(precision="tf32"))
+    with tr.autocast():
+        assert matmul.fp32_precision == "tf32"
+    assert matmul.fp32_precision == before
+    with pytest.raises(RuntimeError, match="boom"), tf32_matmuls():
+        raise RuntimeError("boom")
+    assert matmul.fp32_precision == before  # restored after an error too
+
+
+def test_tf32_leaves_cpu_numbers_as_fp32s():
+    """The switch is CUDA's alone: a run computed on the CPU under it (the command line refuses
+    tf32 there; a Settings object does not check the device) is the fp32 run, bit for bit."""
+    cfgs = [_toy(0), _toy(1, noise=0.2)]
+    fp32, tf32 = _fit(cfgs, "fp32"), _fit(cfgs, "tf32")
+    assert tf32.rows == fp32.rows
+    for n, p in _params(tf32).items():
+        assert torch.equal(p, _params(fp32)[n]), n
