@@ -17,13 +17,12 @@ projections' shapes of the ladder's 2k rung and the paper's config (4 members, a
 from __future__ import annotations
 
 import ctypes
-import statistics
-import time
 from pathlib import Path
 
 import torch
 
 from rulelab.models import native_build
+from step_parts import median_ms
 
 SOURCE = Path(__file__).with_name("lane_gemm.cpp")
 E, COLS = 4, 512 * 11  # members; columns: a micro-batch of 512 examples × 11 positions
@@ -40,17 +39,6 @@ def declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.rl_lane_gemm.argtypes = [p, p, p, p, i, i, i, i]
     lib.rl_lane_gemm.restype = None
     return lib
-
-
-def median_ms(f, n: int = 25) -> float:
-    for _ in range(3):
-        f()
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
 
 
 def measure(lib: ctypes.CDLL, M: int, K: int) -> tuple[float, float, bool, float, float, bool]:

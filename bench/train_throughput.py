@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import threading
 import time
 
 import torch
@@ -47,6 +46,7 @@ from rulelab.engine import allocator
 from rulelab.settings import Settings
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.trainer import MPSPTrainer
+from side_by_side import both
 
 
 def busy_seconds() -> float:
@@ -106,23 +106,18 @@ def run_rulelab(cfgs, epochs: int, micro_batch: int = 512, per_ens: int = 0,
     settings = Settings(micro_batch=micro_batch, precision=precision)
     trainers = [MPSPTrainer(cfgs[i : i + per_ens], settings)
                 for i in range(0, len(cfgs), per_ens)]
-    meter, losses = Meter(), {}
+    meter, last = Meter(), {}
 
-    def train(k: int) -> None:
+    def train(tr: MPSPTrainer) -> None:
         for _ in range(epochs):
-            losses[k] = trainers[k].train_epoch()
+            last[id(tr)] = tr.train_epoch()
 
     for tr in trainers:
         tr.train_epoch()  # warm-up (untimed)
     for i in range(0, len(trainers), cores):
         with meter:
-            side = [threading.Thread(target=train, args=(k,))
-                    for k in range(i, min(i + cores, len(trainers)))]
-            for t in side:
-                t.start()
-            for t in side:
-                t.join()
-    return meter, [x for k in sorted(losses) for x in losses[k].tolist()]
+            both(trainers[i : i + cores], train)
+    return meter, [x for tr in trainers for x in last[id(tr)].tolist()]
 
 
 def main() -> None:

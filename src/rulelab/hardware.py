@@ -97,18 +97,22 @@ def native_bf16(device: str | torch.device = "cpu") -> bool:
     """Whether bf16 matmuls run on bf16 hardware on ``device`` (so bf16 autocast pays off)."""
     dev = torch.device(device)
     if dev.type == "cuda":
-        return torch.cuda.is_available() and torch.cuda.get_device_capability(dev) >= (8, 0)
+        return _ampere_or_newer(dev)
     if dev.type == "cpu":
         return cpu_bf16_kind() is not None
     return False
+
+
+def _ampere_or_newer(dev: torch.device) -> bool:
+    """A CUDA GPU of compute capability ≥ 8.0: bf16 and TF32 tensor cores."""
+    return torch.cuda.is_available() and torch.cuda.get_device_capability(dev) >= (8, 0)
 
 
 def native_tf32(device: str | torch.device = "cpu") -> bool:
     """Whether ``device`` multiplies fp32 matrices on TF32 tensor cores (a CUDA GPU of compute
     capability ≥ 8.0; no CPU has them)."""
     dev = torch.device(device)
-    return (dev.type == "cuda" and torch.cuda.is_available()
-            and torch.cuda.get_device_capability(dev) >= (8, 0))
+    return dev.type == "cuda" and _ampere_or_newer(dev)
 
 
 def precision_error(precision: str, device: str | torch.device = "cpu") -> str | None:

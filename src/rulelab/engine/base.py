@@ -49,7 +49,6 @@ def stream_seed(seed: int, stream: int) -> int:
     return int(np.random.SeedSequence([seed, stream]).generate_state(1)[0])
 
 
-
 @contextlib.contextmanager
 def tf32_matmuls():
     """CUDA's fp32 matmuls on TF32 tensor cores inside, as they were after (``--precision
@@ -62,6 +61,7 @@ def tf32_matmuls():
         yield
     finally:
         matmul.fp32_precision = before
+
 
 class EnsembleTrainerBase(ABC):
     """Trains ``configs`` (shape-compatible runs of one task) as one ensemble."""
