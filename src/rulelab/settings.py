@@ -81,12 +81,12 @@ class Settings(StrictTypes):
                                                    "1 on a GPU"})
     quiet: bool = Field(False, description=QUIET_HELP)
     # "eager" (the eager engine version of the run's model: 4, or the one its task declares,
-    # Task.eager_engine — the transformer's is 8 on the CPU), "compiled" (engine 5, opt-in,
+    # Task.eager_engine — the transformer's is 9 on the CPU), "compiled" (engine 5, opt-in,
     # issue 25: each micro-batch's forward and backward compiled whole by torch.compile,
     # rulelab.engine.compiled), or an engine version by number that the model still computes
-    # ("7", "4": the transformer's numbers before engines 8 and 7). Engines differ in rounding,
-    # so the version is recorded on the run; compiled falls back to eager, with a one-line
-    # notice, where no compiler is found.
+    # ("8", "7", "4": the transformer's numbers before engines 9, 8 and 7). Engines differ in
+    # rounding, so the version is recorded on the run; compiled falls back to eager, with a
+    # one-line notice, where no compiler is found.
     engine: str = Field(
         "eager", pattern=r"^(eager|compiled|[0-9]+)$",
         description="eager, compiled (the step fused by torch.compile), or an engine version "

@@ -18,23 +18,58 @@ Bitwise: every op is elementwise or sums over ``d_head``, the keys or the querie
 example, in a fixed order, never across examples or members; ``B`` is a multiple of 16 (the
 caller pads the batch), so no element of any member falls in a kernel's scalar tail (where
 ``exp`` rounds differently from its vector form). A member therefore equals its solo run.
+
+Engine 9 (``in_order``) adds each softmax's keys as a chain in key order (:func:`key_sum`;
+engines 7 and 8 keep PyTorch's ``sum(0)``, whose order depends on an element's place in the
+tensor), and where it can runs the core fused (:func:`fused`): one native pass forward and one
+backward per block of 16 examples, the scores and their gradients never leaving the block — the
+same chains and ops in the same order, so the same bits; each process checks that once before
+it trusts it.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import warnings
+
 import torch
 
-from rulelab.models.attention_sums import pairs, scores, weighted_sum
+from rulelab.models.attention_sums import (
+    attend,
+    attend_backward,
+    fusable,
+    pairs,
+    scores,
+    weighted_sum,
+)
 
 PAD = 16  # the batch axis is padded to a multiple of this (two AVX2 / one AVX-512 vector)
 
 
-def scores_softmax(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+def key_sum(x: torch.Tensor, in_order: bool) -> torch.Tensor:
+    """``x [T, ...]`` summed over the keys: with ``in_order`` (engine 9) the chain
+    ``x₀ + x₁ + …`` for every element; else (engines 7, 8) PyTorch's ``sum(0)``, which adds
+    the keys in order only for the elements in whole blocks of 32 (counting over all the rest of
+    the tensor: members, heads, queries, examples), the others in another order (``row_sum``'s
+    four partial sums) — so at an odd head count a member's last block could sum its softmax
+    otherwise than its solo run does."""
+    if not in_order:
+        return x.sum(0)
+    total = x[0].clone()
+    for j in range(1, x.shape[0]):
+        total.add_(x[j])
+    return total
+
+
+def scores_softmax(q: torch.Tensor, k: torch.Tensor, scale: float, in_order: bool
+                   ) -> torch.Tensor:
     """``q [E, H, dh, Tq, B]``, ``k [E, H, dh, T, B]`` → pattern ``p [T, E, H, Tq, B]``
-    (softmax over the keys, the outermost axis) of ``scale · q·k``."""
+    (softmax over the keys, the outermost axis) of ``scale · q·k``; ``in_order``:
+    :func:`key_sum`."""
     s = scores(q, k, q.new_empty(k.shape[3], *q.shape[:2], *q.shape[3:]))
     s.sub_(s.amax(0)).mul_(scale).exp_()
-    return s.div_(s.sum(0))
+    return s.div_(key_sum(s, in_order))
 
 
 def mix_values(p: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -42,49 +77,109 @@ def mix_values(p: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return weighted_sum(p, v, v.new_empty(*v.shape[:3], p.shape[3], v.shape[4]))
 
 
-def core_backward(dz, q, k, v, p, scale, dq, dk, dv) -> None:
+def core_backward(dz, q, k, v, p, scale, dq, dk, dv, in_order: bool) -> None:
     """Gradients of :func:`scores_softmax` + :func:`mix_values`, written into ``dq`` (shaped as
     q), ``dk`` and ``dv`` (shaped as k)."""
     dp = scores(dz, v, torch.empty_like(p))  # dp_j = Σ_c dz_c v_{c,j}: [T, E, H, Tq, B]
     pairs(p, dz, dv)  # dv_j = Σ_i p_{j,i} dz_i
-    ds = dp.sub_((p * dp).sum(0)).mul_(p).mul_(scale)  # softmax backward, keys outermost
+    # softmax backward, keys outermost
+    ds = dp.sub_(key_sum(p * dp, in_order)).mul_(p).mul_(scale)
     weighted_sum(ds, k, dq)  # dq = Σ_j ds_j k_j
     pairs(ds, q, dk)  # dk_j = Σ_i ds_{j,i} q_i
 
 
+def unfused(q, k, v, scale: float, in_order: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``z, p`` op by op (with ``in_order``: as :func:`rulelab.models.attention_sums.attend`
+    gives them)."""
+    p = scores_softmax(q, k, scale, in_order)
+    return mix_values(p, v), p
+
+
+def forward_core(q, k, v, scale: float, in_order: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``z [E, H, dh, Tq, B]`` and the pattern ``p [T, E, H, Tq, B]``: engine 9's
+    (``in_order``) fused where it can run (:func:`fused`), else op by op — the same numbers."""
+    lib = fused(q, k, v) if in_order else None
+    return unfused(q, k, v, scale, in_order) if lib is None else attend(lib, q, k, v, scale)
+
+
+def backward_core(dz, q, k, v, p, scale, dq, dk, dv, in_order: bool) -> None:
+    """:func:`core_backward`, engine 9's (``in_order``) fused where it can run."""
+    lib = fused(dz, q, k, v, p) if in_order else None
+    if lib is None:
+        core_backward(dz, q, k, v, p, scale, dq, dk, dv, in_order)
+    else:
+        attend_backward(lib, dz, q, k, v, p, scale, dq, dk, dv)
+
+
+def fused(*tensors: torch.Tensor) -> ctypes.CDLL | None:
+    """The native library where it runs the fused core on these tensors (:func:`fusable`) and
+    reproduces the unfused core on this CPU (:func:`reproduces`), else None."""
+    lib = fusable(*tensors)
+    return lib if lib is not None and reproduces(lib) else None
+
+
+@functools.cache
+def reproduces(lib) -> bool:
+    """Whether ``lib``'s fused core gives the unfused core's bits on this CPU, forward and
+    backward, on a probe of both shapes the model runs (all queries; one) with scores large
+    enough for ``exp`` to span its range — checked once per process (a few milliseconds), so a
+    CPU or PyTorch build whose ``exp`` is not the one found runs the unfused path, saying so
+    once."""
+    gen = torch.Generator().manual_seed(0)
+    qkv = torch.randn(2, 3, 2, 5, 7, 32, generator=gen) * 4  # [E, 3, H, dh, T, B]
+    q, k, v = qkv.unbind(1)
+    probes = [(q, k, v), (q[:, :, :, :1], k, v)]
+    for pq, pk, pv in probes:
+        dz = torch.randn(*pq.shape, generator=gen)
+        want = unfused(pq, pk, pv, 0.4, True)
+        got = attend(lib, pq, pk, pv, 0.4)
+        grads = [[torch.empty(t.shape) for t in (pq, pk, pv)] for _ in range(2)]
+        core_backward(dz, pq, pk, pv, want[1], 0.4, *grads[0], True)
+        attend_backward(lib, dz, pq, pk, pv, want[1], 0.4, *grads[1])
+        pairs_ = zip([*want, *grads[0]], [*got, *grads[1]], strict=True)
+        if not all(torch.equal(a, b) for a, b in pairs_):
+            warnings.warn("the fused attention kernel is not used: its numbers differ from the "
+                          "unfused kernels' on this CPU (PyTorch's exp is not the one found); "
+                          "attention runs unfused, the same numbers", RuntimeWarning, stacklevel=2)
+            return False
+    return True
+
+
 class PackedAttention(torch.autograd.Function):
-    """``qkv [E, 3, H, dh, T, B]`` (all queries) → ``z [E, H, dh, T, B]``."""
+    """``qkv [E, 3, H, dh, T, B]`` (all queries) → ``z [E, H, dh, T, B]``; ``in_order``: the
+    softmax's sums as engine 9 adds them (:func:`key_sum`)."""
 
     @staticmethod
-    def forward(ctx, qkv: torch.Tensor, scale: float) -> torch.Tensor:
-        q, k, v = qkv.unbind(1)
-        p = scores_softmax(q, k, scale)
+    def forward(ctx, qkv: torch.Tensor, scale: float, in_order: bool = False) -> torch.Tensor:
+        z, p = forward_core(*qkv.unbind(1), scale, in_order)
         ctx.save_for_backward(qkv, p)
-        ctx.scale = scale
-        return mix_values(p, v)
+        ctx.scale, ctx.in_order = scale, in_order
+        return z
 
     @staticmethod
     def backward(ctx, dz: torch.Tensor):
         qkv, p = ctx.saved_tensors
         d = torch.empty_like(qkv)
-        core_backward(dz.contiguous(), *qkv.unbind(1), p, ctx.scale, *d.unbind(1))
-        return d, None
+        backward_core(dz.contiguous(), *qkv.unbind(1), p, ctx.scale, *d.unbind(1), ctx.in_order)
+        return d, None, None
 
 
 class QueryAttention(torch.autograd.Function):
-    """``q [E, H, dh, 1, B]`` (one query), ``kv [E, 2, H, dh, T, B]`` → ``z [E, H, dh, 1, B]``."""
+    """``q [E, H, dh, 1, B]`` (one query), ``kv [E, 2, H, dh, T, B]`` → ``z [E, H, dh, 1, B]``;
+    ``in_order`` as :class:`PackedAttention`'s."""
 
     @staticmethod
-    def forward(ctx, q: torch.Tensor, kv: torch.Tensor, scale: float) -> torch.Tensor:
-        k, v = kv.unbind(1)
-        p = scores_softmax(q, k, scale)
+    def forward(ctx, q: torch.Tensor, kv: torch.Tensor, scale: float, in_order: bool = False
+                ) -> torch.Tensor:
+        z, p = forward_core(q, *kv.unbind(1), scale, in_order)
         ctx.save_for_backward(q, kv, p)
-        ctx.scale = scale
-        return mix_values(p, v)
+        ctx.scale, ctx.in_order = scale, in_order
+        return z
 
     @staticmethod
     def backward(ctx, dz: torch.Tensor):
         q, kv, p = ctx.saved_tensors
         dq, dkv = torch.empty_like(q), torch.empty_like(kv)
-        core_backward(dz.contiguous(), q, *kv.unbind(1), p, ctx.scale, dq, *dkv.unbind(1))
-        return dq, dkv, None
+        backward_core(dz.contiguous(), q, *kv.unbind(1), p, ctx.scale, dq, *dkv.unbind(1),
+                      ctx.in_order)
+        return dq, dkv, None, None

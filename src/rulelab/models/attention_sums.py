@@ -17,6 +17,12 @@ on one thread of an AMD EPYC (AVX2), 4 members × 512 examples, 11 positions: 3�
 the op-by-op chain, whose every term is a pass over memory (the scores 0.63 vs 2.9 ms at
 d_head 12, 3.3 vs 9.9 ms at d_head 32; one query: 0.38 vs 5.1 ms).
 
+The same library fuses the whole core — scores, softmax and values, and its backward — per
+block of 16 examples (:func:`attend`, :func:`attend_backward`): the same chains and ops in the
+same order, the softmax's ``exp`` by the routine PyTorch's ``exp_`` itself runs (MKL's
+``vmsExp``, found in ``libtorch_cpu``: :func:`torch_exp`), so the same numbers;
+:func:`rulelab.models.attention_core.fused` checks that on this CPU before using it.
+
 The native library is built once per source, compiler and CPU (:mod:`rulelab.models.native_build`:
 ``$RULELAB_KERNEL_CACHE``; ``RULELAB_NATIVE=0`` keeps the PyTorch path).
 """
@@ -46,7 +52,13 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.rl_scores.argtypes = [p, i, i, i, i, p, i, i, i, i, p, i, i, i, i, i, i]
     for name in ("rl_weighted_sum", "rl_pairs"):
         getattr(lib, name).argtypes = [p, p, i, i, i, i, p, i, i, i, i, i, i, i, i, i, i]
-    for name in ("rl_scores", "rl_weighted_sum", "rl_pairs"):
+    strided = [p, i, i, i, i]  # a tensor and its (e, h, c, position) strides
+    shape = [i] * 6  # E, H, dh, Tq, T, B
+    f = ctypes.c_float
+    # q k v z, p, shape, scale, exp and its mode
+    lib.rl_attend.argtypes = [*strided * 4, p, *shape, f, p, ctypes.c_longlong]
+    lib.rl_attend_backward.argtypes = [*strided * 4, p, *strided * 3, *shape, f]
+    for name in ("rl_scores", "rl_weighted_sum", "rl_pairs", "rl_attend", "rl_attend_backward"):
         getattr(lib, name).restype = None
     return lib
 
@@ -123,3 +135,52 @@ def pairs(w: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     lib.rl_pairs(w.data_ptr(), x.data_ptr(), *x.stride()[:4], out.data_ptr(), *out.stride()[:4],
                  E, H, dh, Tq, T, B)
     return out
+
+
+# PyTorch's exp_ on float32 (ATen's vml.h, where built with MKL, as its x86 wheels are): MKL's
+# vmsExp at high accuracy, denormals kept, errors ignored (VML_HA | VML_FTZDAZ_OFF |
+# VML_ERRMODE_IGNORE); the same bits as torch.exp for any length (tests/engine/models)
+VML_EXP, VML_MODE = "vmsExp", 0x2 | 0x140000 | 0x100
+
+
+@functools.cache
+def torch_exp() -> int | None:
+    """The address of the ``exp`` PyTorch's ``exp_`` runs here (:data:`VML_EXP` in
+    ``libtorch_cpu``), or None where this build of PyTorch has none."""
+    try:
+        lib = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"))
+        return ctypes.cast(getattr(lib, VML_EXP), ctypes.c_void_p).value
+    except (OSError, AttributeError):
+        return None
+
+
+def fusable(*tensors: torch.Tensor) -> ctypes.CDLL | None:
+    """The library where it can run the fused core on these tensors: built, PyTorch's exp
+    found, the tensors as :func:`scores` needs them."""
+    lib = _native(*tensors)
+    return lib if lib is not None and torch_exp() is not None else None
+
+
+def _strided(t: torch.Tensor) -> tuple:
+    return (t.data_ptr(), *t.stride()[:4])
+
+
+def attend(lib: ctypes.CDLL, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fused core: ``q [E, H, dh, Tq, B]``, ``k, v [E, H, dh, T, B]`` → ``z [E, H, dh, Tq,
+    B]`` and the pattern ``p [T, E, H, Tq, B]`` (for :func:`attend_backward`)."""
+    E, H, dh, Tq, B = q.shape
+    T = k.shape[3]
+    z = q.new_empty(E, H, dh, Tq, B)
+    p = q.new_empty(T, E, H, Tq, B)
+    lib.rl_attend(*_strided(q), *_strided(k), *_strided(v), *_strided(z), p.data_ptr(),
+                  E, H, dh, Tq, T, B, scale, torch_exp(), VML_MODE)
+    return z, p
+
+
+def attend_backward(lib: ctypes.CDLL, dz, q, k, v, p, scale, dq, dk, dv) -> None:
+    """Gradients of :func:`attend` written into ``dq`` (shaped as q), ``dk`` and ``dv``."""
+    E, H, dh, Tq, B = q.shape
+    lib.rl_attend_backward(*_strided(q), *_strided(k), *_strided(v), *_strided(dz),
+                           p.data_ptr(), *_strided(dq), *_strided(dk), *_strided(dv),
+                           E, H, dh, Tq, k.shape[3], B, scale)

@@ -1,5 +1,5 @@
 """The ensemble transformer's eager forward on the CPU with the batch innermost everywhere
-(engine 8, issue 25).
+(engines 8 and 9, issue 25).
 
 Engine 7 (:meth:`EnsembleTransformer.forward_fast
 <rulelab.models.transformer.EnsembleTransformer>`) kept the residual stream ``[E, T, B, d]``
@@ -14,7 +14,9 @@ gives the compiled engine:
   attention's ``z`` for the output projection, the MLP's hidden units for its second matmul;
 - every LayerNorm reduces over ``d``, an outer axis, with the rows as vector lanes
   (:mod:`rulelab.models.layer_norm_lanes`: no transpose, no copy);
-- the last block keeps only the CLS position past its keys and values, as engine 7 does.
+- the last block keeps only the CLS position past its keys and values, as engine 7 does;
+- engine 9 (``in_order``) adds each softmax's keys in key order and runs the attention core
+  fused where it can (:mod:`rulelab.models.attention_core`); engine 8 keeps PyTorch's sums.
 
 The batch is padded to a multiple of ``PAD`` with copies of its first example (their logits are
 dropped, so their gradient is exactly 0). Bitwise: no op sums across members or examples, the
@@ -52,12 +54,12 @@ def projection(weight_t: torch.Tensor, bias: torch.Tensor, x: torch.Tensor,
     return torch.bmm(weight_t.to(low), x.to(low)).float().add_(bias.unsqueeze(2))
 
 
-def attention(attn, x: torch.Tensor, cls_only: bool, low: torch.dtype | None = None
-              ) -> torch.Tensor:
+def attention(attn, x: torch.Tensor, cls_only: bool, low: torch.dtype | None = None,
+              in_order: bool = False) -> torch.Tensor:
     """``x [E, d, T, B] → [E, d, T', B]`` through the weights of ``attn``
     (:class:`~rulelab.models.components.Attention`); ``cls_only`` keeps the query at position 0
     (``T' = 1``) and projects only its q; ``low``: the matmuls' operand dtype
-    (:func:`projection`)."""
+    (:func:`projection`); ``in_order``: engine 9's core (:class:`PackedAttention`)."""
     E, d, T, B = x.shape
     H, dh = attn.n_heads, attn.d_head
     n = H * dh
@@ -68,10 +70,10 @@ def attention(attn, x: torch.Tensor, cls_only: bool, low: torch.dtype | None = N
     if cls_only:
         q = projection(Wt[:, :n], b[:, :n], cols[:, :, :B], low).view(E, H, dh, 1, B)
         kv = projection(Wt[:, n:], b[:, n:], cols, low).view(E, 2, H, dh, T, B)
-        z = QueryAttention.apply(q, kv, scale)  # [E, H, dh, 1, B]
+        z = QueryAttention.apply(q, kv, scale, in_order)  # [E, H, dh, 1, B]
     else:
         qkv = projection(Wt, b, cols, low).view(E, 3, H, dh, T, B)
-        z = PackedAttention.apply(qkv, scale)  # [E, H, dh, T, B]
+        z = PackedAttention.apply(qkv, scale, in_order)  # [E, H, dh, T, B]
     Tq = z.shape[3]
     Wo_t = attn.W_O.reshape(E, n, d).transpose(1, 2)  # [E, d, H·dh]
     return projection(Wo_t, attn.b_O, z.reshape(E, n, Tq * B), low).view(E, d, Tq, B)
@@ -108,9 +110,10 @@ def matmul_dtype() -> torch.dtype | None:
     return torch.bfloat16 if on else None
 
 
-def lane_forward(model, x: torch.Tensor) -> torch.Tensor:
+def lane_forward(model, x: torch.Tensor, in_order: bool = False) -> torch.Tensor:
     """``x [E, B, n]`` (integers, without CLS) → logits ``[E, B, k]`` of ``model`` (an
-    :class:`~rulelab.models.transformer.EnsembleTransformer`), read at CLS.
+    :class:`~rulelab.models.transformer.EnsembleTransformer`), read at CLS; ``in_order``:
+    engine 9's attention core (:func:`attention`), else engine 8's.
 
     Under bf16 autocast (``--precision bf16``) the weight matmuls alone take bf16 operands
     (:func:`projection`); the attention's sums, softmax, LayerNorms and residual stream stay
@@ -118,15 +121,16 @@ def lane_forward(model, x: torch.Tensor) -> torch.Tensor:
     would then sum the attention in bf16, every partial sum rounded to 8 bits."""
     low = matmul_dtype()
     with torch.autocast("cpu", enabled=False):
-        return _lane_forward(model, x, low)
+        return _lane_forward(model, x, low, in_order)
 
 
-def _lane_forward(model, x: torch.Tensor, low: torch.dtype | None) -> torch.Tensor:
+def _lane_forward(model, x: torch.Tensor, low: torch.dtype | None, in_order: bool
+                  ) -> torch.Tensor:
     B = x.shape[1]
     resid = embed_padded(model, x).permute(0, 3, 1, 2).contiguous()  # [E, d, T, B']
     for i, block in enumerate(model.blocks):
         last = i == len(model.blocks) - 1  # the last block needs only the CLS position
-        attn_out = attention(block.attn, layer_norm(block.ln1, resid), last, low)
+        attn_out = attention(block.attn, layer_norm(block.ln1, resid), last, low, in_order)
         resid = (resid[:, :, :1] if last else resid) + attn_out
         if block.mlp is not None:
             resid = resid + mlp(block.mlp, layer_norm(block.ln2, resid), low)

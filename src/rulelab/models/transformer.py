@@ -24,6 +24,8 @@ from rulelab.models.lane_forward import embed_padded, lane_forward
 
 FAST_ATTENTION_ENGINE = 7  # the engine version that runs forward_fast (store.version, issue 25)
 LANE_ENGINE = 8  # the engine version that runs lane_forward: batch innermost everywhere
+# lane_forward with the attention's softmax sums in key order, its core fused (issue 25)
+FUSED_LANE_ENGINE = 9
 COMPILED_ENGINES = (3, 5)  # trace fused_forward inside torch.compile (store.version, issue 25)
 
 
@@ -60,7 +62,7 @@ class EnsembleTransformer(HookedEnsemble):
     """
 
     engine = 1
-    eager_engine = LANE_ENGINE  # the eager engine of its configs on the CPU
+    eager_engine = FUSED_LANE_ENGINE  # the eager engine of its configs on the CPU
 
     def __init__(self, shape: TransformerShape, n_members: int) -> None:
         super().__init__()
@@ -106,8 +108,8 @@ class EnsembleTransformer(HookedEnsemble):
         if self.engine in COMPILED_ENGINES and not hooked and torch.compiler.is_compiling():
             return fused_forward(self, x)  # the training step, traced by torch.compile
         plain = not hooked and torch._C._functorch.maybe_current_level() is None
-        if self.engine == LANE_ENGINE and plain:
-            return lane_forward(self, x)
+        if self.engine in (LANE_ENGINE, FUSED_LANE_ENGINE) and plain:
+            return lane_forward(self, x, in_order=self.engine == FUSED_LANE_ENGINE)
         if self.engine == FAST_ATTENTION_ENGINE and plain:
             return self.forward_fast(x)
         # Engines 1 and 4; or hooks, or under vmap / grad (per-example gradients: the analyses): the
@@ -148,5 +150,5 @@ class EnsembleTransformer(HookedEnsemble):
 
 def eager_engine(cfg) -> int:
     """The engine version the eager engine trains a transformer config with
-    (``Task.eager_engine``): :data:`LANE_ENGINE`, whatever its shape."""
+    (``Task.eager_engine``): :data:`FUSED_LANE_ENGINE`, whatever its shape."""
     return EnsembleTransformer.eager_engine

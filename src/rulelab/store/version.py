@@ -48,6 +48,18 @@ before engine versions existed carries none and reads as version 1.
   pass each (:mod:`rulelab.models.layer_norm_lanes`: native loops, else the same ops in
   PyTorch — the same numbers). Engines 7 and 4 stay computable for the transformer
   (``--engine 7``, ``--engine 4``); on a GPU its eager engine is 4.
+- 9: the transformer's eager engine on the CPU (issue 25): engine 8 with each softmax's sums
+  over the keys (its normalizer, and the backward's ``Σ p·dp``) added as chains in key order
+  (:func:`rulelab.models.attention_core.key_sum`), and the attention core — scores, softmax,
+  values, and its backward — one native pass per block of 16 examples where it can run
+  (``attention_kernels.cpp``: ``rl_attend``; the same numbers as its op-by-op path, checked
+  once per process). Engines 7 and 8 added those keys with PyTorch's ``sum(0)``, whose order
+  depends on where an element lies in the tensor (in order inside whole blocks of 32 of the
+  flattened members × heads × queries × examples, otherwise not): the same numbers as
+  engine 9 where that count is a multiple of 32 and there are at most 16 positions (every
+  preset: 2 heads, the batch padded to 16, 11 positions), others elsewhere — and at an odd
+  head count a member's last block could differ from its solo run. Engines 8, 7 and 4 stay
+  computable (``--engine 8``, …); on a GPU its eager engine is 4.
 """
 
 from __future__ import annotations
@@ -64,9 +76,9 @@ ENGINES = {"eager": ENGINE_VERSION, "compiled": COMPILED_ENGINE}  # Settings.eng
 LEGACY_ENGINE = 1  # what a run or checkpoint without a recorded engine version was trained by
 # A model's eager engine → older engines it still computes on request (``--engine 4``), so a
 # lab trained under one keeps its numbers when the default moves on.
-KEPT_ENGINES = {8: (7, 4)}
+KEPT_ENGINES = {9: (8, 7, 4)}
 # An eager engine for the CPU only → the engine the model trains with on another device.
-CPU_ONLY_ENGINES = {7: 4, 8: 4}
+CPU_ONLY_ENGINES = {7: 4, 8: 4, 9: 4}
 _GIT_TIMEOUT_S = 5.0
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 

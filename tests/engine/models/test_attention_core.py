@@ -9,7 +9,12 @@ import pytest
 import torch
 
 from rulelab.models.attention_core import PackedAttention, QueryAttention
-from rulelab.models.transformer import FAST_ATTENTION_ENGINE, LANE_ENGINE, EnsembleTransformer
+from rulelab.models.transformer import (
+    FAST_ATTENTION_ENGINE,
+    FUSED_LANE_ENGINE,
+    LANE_ENGINE,
+    EnsembleTransformer,
+)
 from shapes import transformer_shape
 
 E, H, DH, T, B = 2, 2, 4, 5, 16
@@ -24,10 +29,11 @@ def _reference(qkv: torch.Tensor, cls_only: bool) -> torch.Tensor:
     return z.permute(0, 2, 4, 3, 1)
 
 
-def test_core_and_its_backward_match_autograd_of_the_formula():
+@pytest.mark.parametrize("in_order", [False, True])
+def test_core_and_its_backward_match_autograd_of_the_formula(in_order):
     torch.manual_seed(0)
     qkv = torch.randn(E, 3, H, DH, T, B, dtype=torch.float64, requires_grad=True)
-    z = PackedAttention.apply(qkv, 1 / math.sqrt(DH))
+    z = PackedAttention.apply(qkv, 1 / math.sqrt(DH), in_order)
     g = torch.randn_like(z)
     torch.testing.assert_close(z, _reference(qkv, False), rtol=1e-12, atol=1e-12)
     (ours,), (theirs,) = (torch.autograd.grad(out, qkv, g)
@@ -36,7 +42,7 @@ def test_core_and_its_backward_match_autograd_of_the_formula():
 
     q = qkv[:, 0, :, :, :1].detach().clone().requires_grad_()
     kv = qkv[:, 1:].detach().clone().requires_grad_()
-    z1 = QueryAttention.apply(q, kv, 1 / math.sqrt(DH))
+    z1 = QueryAttention.apply(q, kv, 1 / math.sqrt(DH), in_order)
     torch.testing.assert_close(z1, _reference(qkv, True), rtol=1e-12, atol=1e-12)
     g1 = torch.randn_like(z1)
     dq, dkv = torch.autograd.grad(z1, (q, kv), g1)
@@ -46,7 +52,7 @@ def test_core_and_its_backward_match_autograd_of_the_formula():
     assert dq.abs().sum() > 0 and dkv.abs().sum() > 0
 
 
-@pytest.mark.parametrize("engine", [FAST_ATTENTION_ENGINE, LANE_ENGINE])
+@pytest.mark.parametrize("engine", [FAST_ATTENTION_ENGINE, LANE_ENGINE, FUSED_LANE_ENGINE])
 def test_fast_forward_equals_the_hooked_forward_on_any_batch_size(engine):
     cfg = transformer_shape(seq_len=6, vocab=10, d_model=16, d_mlp=24, heads=2, layers=2)
     model = EnsembleTransformer(cfg, 3).init_weights([0, 1, 2])
@@ -59,7 +65,7 @@ def test_fast_forward_equals_the_hooked_forward_on_any_batch_size(engine):
             hooked = model(x)  # any hook: the TransformerLens-layout path
         assert fast.shape == (3, batch, 2)
         # each engine's own path ran (its LayerNorm's backward in the graph), not the hooked one
-        norm = {FAST_ATTENTION_ENGINE: "MemberLayerNorm", LANE_ENGINE: "LaneLayerNorm"}[engine]
+        norm = "MemberLayerNorm" if engine == FAST_ATTENTION_ENGINE else "LaneLayerNorm"
         assert f"{norm}Backward" in _graph(fast) and f"{norm}Backward" not in _graph(hooked)
         torch.testing.assert_close(fast, hooked, rtol=1e-5, atol=1e-6)
         g = torch.randn_like(fast)  # and every parameter's gradient

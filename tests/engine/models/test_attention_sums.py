@@ -1,7 +1,10 @@
 """Engine 7's attention sums: the native kernels equal their PyTorch chains bitwise (so the
 engine's numbers do not depend on whether a compiler was found), on views into one QKV buffer,
-with one query or many; and where nothing builds, the PyTorch path runs with one notice."""
+with one query or many; and where nothing builds, the PyTorch path runs with one notice. The
+fused core (scores, softmax and values in one pass, and its backward) gives the chains' bits
+too, with PyTorch's own exp, and is not used where it would not."""
 
+import ctypes
 import os
 import time
 import warnings
@@ -12,7 +15,14 @@ import torch
 from native_paths import native_switch, without_a_compiler
 from rulelab.models import attention_sums as sums
 from rulelab.models import native_build
-from rulelab.models.attention_core import PackedAttention, QueryAttention
+from rulelab.models.attention_core import (
+    PackedAttention,
+    QueryAttention,
+    core_backward,
+    reproduces,
+    unfused,
+)
+from rulelab.models.attention_core import fused as fused_library
 
 
 @pytest.fixture
@@ -47,7 +57,8 @@ def test_each_native_sum_equals_its_pytorch_chain_bitwise(native, E, H, dh, T, T
         torch.testing.assert_close(a.double(), ref, rtol=1e-5, atol=1e-5)
 
 
-def test_attention_forward_and_backward_equal_with_and_without_native_kernels(native):
+@pytest.mark.parametrize("in_order", [False, True])  # engines 7 and 8; 9 (fused where it can)
+def test_attention_forward_and_backward_equal_with_and_without_native_kernels(native, in_order):
     g = torch.Generator().manual_seed(3)
     qkv = torch.randn(2, 3, 2, 12, 11, 32, generator=g)
     q1 = torch.randn(2, 2, 12, 1, 32, generator=g)
@@ -56,7 +67,7 @@ def test_attention_forward_and_backward_equal_with_and_without_native_kernels(na
 
     def both():
         x, q, y = (t.clone().requires_grad_() for t in (qkv, q1, kv))
-        z, zq = PackedAttention.apply(x, 0.3), QueryAttention.apply(q, y, 0.3)
+        z, zq = PackedAttention.apply(x, 0.3, in_order), QueryAttention.apply(q, y, 0.3, in_order)
         (z * dz).sum().add((zq * dz[:, :, :, :1]).sum()).backward()
         return z, zq, x.grad, q.grad, y.grad
 
@@ -115,3 +126,67 @@ def test_a_new_build_keeps_its_familys_newest_libraries_and_clears_stale_tempora
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == ["attention-new.so", "attention-old0.so", "attention-old1.so",
                     "attention-old2.so", "layer_norm-x.so", "tmpnew.so"]
+
+
+FUSED_SHAPES = [*SHAPES, (4, 2, 32, 11, 11, 512), (4, 2, 12, 11, 1, 512)]
+
+
+@pytest.mark.parametrize(("E", "H", "dh", "T", "Tq", "B"), FUSED_SHAPES)
+def test_the_fused_core_gives_engine_9s_pytorch_chains_bits(native, E, H, dh, T, Tq, B):
+    if sums.torch_exp() is None:
+        pytest.skip("this PyTorch has no MKL exp to fuse with")
+    g = torch.Generator().manual_seed(E * 100 + dh + Tq)
+    # scores spread wide (× 8): exp runs from 1 down through denormals to 0
+    q, k, v = (torch.randn(E, 3, H, dh, T, B, generator=g) * 8).unbind(1)  # strided views
+    if Tq == 1:
+        q = q[:, :, :, :1]
+    dz = torch.randn(E, H, dh, Tq, B, generator=g)
+
+    def fused():
+        lib = fused_library(q, k, v)
+        assert lib is not None  # the self-check passes where the kernels build
+        z, p = sums.attend(lib, q, k, v, 0.3)
+        grads = [torch.full(t.shape, 7.0) for t in (q, k, v)]
+        sums.attend_backward(lib, dz, q, k, v, p, 0.3, *grads)
+        return z, p, *grads
+
+    def chains():
+        z, p = unfused(q, k, v, 0.3, True)
+        grads = [torch.full(t.shape, 7.0) for t in (q, k, v)]
+        core_backward(dz, q, k, v, p, 0.3, *grads, True)
+        return z, p, *grads
+
+    got, want = native(True, fused), native(False, chains)
+    for name, a, b in zip(("z", "p", "dq", "dk", "dv"), got, want, strict=True):
+        assert torch.equal(a, b), name
+    assert (want[1] > 0).any(0).all()  # every query's max key kept
+    if want[1].numel() > 10_000:  # enough scores to reach exp's denormals and its 0
+        denormal = (want[1] > 0) & (want[1] < torch.finfo(torch.float32).tiny)
+        assert denormal.any() and (want[1] == 0).any()
+
+
+def test_the_exp_found_is_pytorchs_own_to_the_bit():
+    if (address := sums.torch_exp()) is None:
+        pytest.skip("this PyTorch has no MKL exp")
+    vexp = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                            ctypes.c_longlong)(address)
+    edges = [0.0, -0.0, -87.3, -103.9, -104.0, -150.0, 88.7, 89.0, 1e-45, -1e-45,
+             float("inf"), float("-inf"), float("nan")]
+    x = torch.cat([torch.randn(10_000, generator=torch.Generator().manual_seed(0)) * 30,
+                   torch.tensor(edges)])
+    out = torch.empty_like(x)
+    vexp(x.numel(), x.data_ptr(), out.data_ptr(), sums.VML_MODE)
+    assert torch.equal(out.view(torch.int32), x.exp().view(torch.int32))
+
+
+def test_a_fused_core_that_rounds_otherwise_is_not_used(native, monkeypatch):
+    if sums.torch_exp() is None:
+        pytest.skip("this PyTorch has no MKL exp")
+    monkeypatch.setattr(sums, "VML_MODE", 0x1 | 0x140000 | 0x100)  # VML_LA: exp within 4 ulp
+    reproduces.cache_clear()
+    q, k, v = torch.randn(3, 1, 2, 4, 5, 16).unbind(0)
+    try:
+        with pytest.warns(RuntimeWarning, match="fused attention kernel is not used"):
+            assert native(True, lambda: fused_library(q, k, v)) is None
+    finally:
+        reproduces.cache_clear()
