@@ -1,4 +1,4 @@
-"""Engines 4, 7 and 8 (the transformer's eager engine) vs engine 5 (compiled) vs a naive
+"""Engines 4, 7, 8 and 9 (the transformer's eager engine) vs engine 5 (compiled) vs a naive
 per-seed loop, one training step, paired in one process (issue 25).
 
 Sizes: ``ladder`` (study S 2L, d_model 24 / d_mlp 48, 2 heads, n = 10, V = 64, full batch
@@ -9,8 +9,9 @@ after another, full batch at once, on this process's threads); (b) rulelab's tra
 TransformerLens-layout path every hooked forward takes — on one thread, as every CPU training
 step now runs, :mod:`rulelab.engine.threads`; ``--engine 4``); (c) engine 7
 (:mod:`rulelab.models.attention_core`, its sums native: :mod:`rulelab.models.attention_sums`;
-``RULELAB_NATIVE=0`` times their PyTorch chains); engine 8, the default (engine 7's attention
-with the batch innermost everywhere, :mod:`rulelab.models.lane_forward`); (d) the compiled engine,
+``RULELAB_NATIVE=0`` times their PyTorch chains); engine 8 (engine 7's attention with the batch
+innermost everywhere, :mod:`rulelab.models.lane_forward`); engine 9, the default (engine 8 with
+the attention core fused); (d) the compiled engine,
 ``Settings(engine="compiled")`` (:mod:`rulelab.engine.compiled`), whose first step compiles
 (its time is printed first).
 Machines shared with other work are timed by CPU time of this process (``time.process_time``)
@@ -19,7 +20,7 @@ engine under the profiler: the share of matmul kernels in the step's self CPU ti
 compiled graph's own kernels count as the rest).
 
     OMP_NUM_THREADS=1 python bench/engine_compare.py ladder --seeds 8 --reps 5
-    OMP_NUM_THREADS=1 python bench/engine_compare.py paper --seeds 4 --engines 4,7,8
+    OMP_NUM_THREADS=1 python bench/engine_compare.py paper --seeds 4 --engines 8,9
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ MATMULS = ("aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm")
 
 
 def trainer(cfgs, engine: int) -> MPSPTrainer:
-    """rulelab's trainer computing engine ``engine``'s numerics: 8 (eager, the default), 7, 4
+    """rulelab's trainer computing engine ``engine``'s numerics: 9 (eager, the default), 8, 7, 4
     (engine 1's computation on one thread) or 5 (compiled; 3 also reads as compiled)."""
     if engine in (3, COMPILED_ENGINE):
         return MPSPTrainer(cfgs, Settings(engine="compiled"))
@@ -89,7 +90,7 @@ def main() -> None:
     ap.add_argument("size", choices=sorted(SIZES))
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--engines", default="4,7,8,5", help="engine versions to time besides naive")
+    ap.add_argument("--engines", default="4,8,9,5", help="engine versions to time besides naive")
     ap.add_argument("--n-train", type=int, default=None, help="override the full batch (the "
                     "trainer's micro-batches stay 512 examples, so a step's profile is kept)")
     args = ap.parse_args()

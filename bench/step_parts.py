@@ -1,5 +1,5 @@
 """Where one training step's time goes: each part of study S's 2L model alone, as the default
-engine computes it (engine 8, :mod:`rulelab.models.lane_forward`; issues 13 and 25).
+engine computes it (engine 9, :mod:`rulelab.models.lane_forward`; issues 13 and 25).
 
 One micro-batch as the trainer runs it (4 members × 512 examples, 11 positions with CLS, the
 residual stream ``[E, d, T, B]``), forward and backward, on one thread (every CPU training step
@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from rulelab.engine.allocator import keep_heap
 from rulelab.models import lane_forward as lane
-from rulelab.models.transformer import LANE_ENGINE, EnsembleTransformer
+from rulelab.models.transformer import FUSED_LANE_ENGINE, EnsembleTransformer
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 
 E, B, T = 4, 512, 11  # members, micro-batch, positions (CLS + 10)
@@ -65,21 +65,23 @@ def main() -> None:
     torch.manual_seed(0)
     cfg = MPSPRunConfig(layers=2, heads=2, d_model=D, d_mlp=M, seq_len=T - 1, vocab=64)
     model = EnsembleTransformer(cfg, E).init_weights(list(range(E)))
-    model.engine = LANE_ENGINE
+    model.engine = FUSED_LANE_ENGINE
     block = model.blocks[0]
     tokens, labels = torch.randint(0, 64, (E, B, T - 1)), torch.randint(0, 2, (E * B,))
-    x = torch.randn(E, D, T, B, requires_grad=True)  # the residual stream, engine 8's layout
+    x = torch.randn(E, D, T, B, requires_grad=True)  # the residual stream, engines 8 and 9's layout
     cols = x.reshape(E, D, T * B)
     w_qkv = torch.randn(E, 3 * D, D, requires_grad=True)  # Q, K and V of 2 heads of D / 2
     w_o = torch.randn(E, D, D, requires_grad=True)
     w_in, w_out = (torch.randn(E, M, D, requires_grad=True),
                    torch.randn(E, D, M, requires_grad=True))
-    parts = {  # indented: the part's weight matmuls alone (no bias), Wᵀ x as engine 8 has them
+    parts = {  # indented: the part's weight matmuls alone (no bias), Wᵀ x as engine 9 has them
         WHOLE: lambda: F.cross_entropy(model(tokens).reshape(E * B, -1), labels),
-        "attention, block 1 (all 11 queries)": lambda: lane.attention(block.attn, x, False),
+        "attention, block 1 (all 11 queries)": lambda: lane.attention(block.attn, x, False,
+                                                                      in_order=True),
         QKV: lambda: torch.bmm(w_qkv, cols),
         OUT: lambda: torch.bmm(w_o, cols),
-        "attention, block 2 (the CLS query)": lambda: lane.attention(block.attn, x, True),
+        "attention, block 2 (the CLS query)": lambda: lane.attention(block.attn, x, True,
+                                                                     in_order=True),
         KV_Q: lambda: torch.cat([torch.bmm(w_qkv[:, D:], cols).flatten(1),
                                  torch.bmm(w_qkv[:, :D], cols[:, :, :B]).flatten(1)], 1),
         "MLP, block 1": lambda: lane.mlp(block.mlp, x),
@@ -92,7 +94,7 @@ def main() -> None:
             times[name].append(median_ms(forward_backward(f)))
     ms = {k: statistics.median(t) for k, t in times.items()}
     print(f"one micro-batch of the {args.size} shape (d_model {D}, d_mlp {M}; {E} members × {B} "
-          f"examples), engine 8, forward + backward, {torch.get_num_threads()} thread")
+          f"examples), engine 9, forward + backward, {torch.get_num_threads()} thread")
     for name, t in ms.items():
         print(f"{name:<40} {t:7.1f} ms")
     # the whole model's weight matmuls: block 1's (Q/K/V, output, MLP), block 2's K/V and CLS

@@ -1,5 +1,5 @@
-"""Attention over a few positions without tiny matmuls: the training layout of engines 7 and 8
-(issue 25).
+"""Attention over a few positions without tiny matmuls: the training layout of engines 7, 8 and
+9 (issue 25).
 
 Study S attends over T = 11 positions with heads of 12–32: per example and head, ``q kᵀ`` is an
 11 × d_head × 11 product, and a batched matmul over E·B·H of them runs at well under 1 GFLOP/s
@@ -15,13 +15,14 @@ and backward by hand, with no layout copy and the gradient of q, k and v written
 one buffer.
 
 Bitwise: every op is elementwise or sums over ``d_head``, the keys or the queries of one
-example, in a fixed order, never across examples or members; ``B`` is a multiple of 16 (the
-caller pads the batch), so no element of any member falls in a kernel's scalar tail (where
-``exp`` rounds differently from its vector form). A member therefore equals its solo run.
+example, in a fixed order, never across examples or members (``B`` is a multiple of 16: the
+caller pads the batch), so a member equals its solo run — in engine 9 (``in_order``), which adds
+each softmax's keys as a chain in key order (:func:`key_sum`). Engines 7 and 8 keep PyTorch's
+``sum(0)`` there, whose order depends on an element's place in the tensor: at one head with a
+batch of an odd number of 16-example blocks, a member's last block could differ from its solo
+run.
 
-Engine 9 (``in_order``) adds each softmax's keys as a chain in key order (:func:`key_sum`;
-engines 7 and 8 keep PyTorch's ``sum(0)``, whose order depends on an element's place in the
-tensor), and where it can runs the core fused (:func:`fused`): one native pass forward and one
+Engine 9 runs the core fused where it can (:func:`fused`): one native pass forward and one
 backward per block of 16 examples, the scores and their gradients never leaving the block — the
 same chains and ops in the same order, so the same bits; each process checks that once before
 it trusts it.
@@ -52,8 +53,9 @@ def key_sum(x: torch.Tensor, in_order: bool) -> torch.Tensor:
     ``x₀ + x₁ + …`` for every element; else (engines 7, 8) PyTorch's ``sum(0)``, which adds
     the keys in order only for the elements in whole blocks of 32 (counting over all the rest of
     the tensor: members, heads, queries, examples), the others in another order (``row_sum``'s
-    four partial sums) — so at an odd head count a member's last block could sum its softmax
-    otherwise than its solo run does."""
+    four partial sums), and past 16 keys none in order — so at one head with a batch of an odd
+    number of 16-example blocks a member's last block summed its softmax otherwise than its
+    solo run did."""
     if not in_order:
         return x.sum(0)
     total = x[0].clone()

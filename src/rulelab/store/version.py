@@ -55,11 +55,13 @@ before engine versions existed carries none and reads as version 1.
   (``attention_kernels.cpp``: ``rl_attend``; the same numbers as its op-by-op path, checked
   once per process). Engines 7 and 8 added those keys with PyTorch's ``sum(0)``, whose order
   depends on where an element lies in the tensor (in order inside whole blocks of 32 of the
-  flattened members × heads × queries × examples, otherwise not): the same numbers as
-  engine 9 where that count is a multiple of 32 and there are at most 16 positions (every
-  preset: 2 heads, the batch padded to 16, 11 positions), others elsewhere — and at an odd
-  head count a member's last block could differ from its solo run. Engines 8, 7 and 4 stay
-  computable (``--engine 8``, …); on a GPU its eager engine is 4.
+  flattened members × heads × queries × examples, otherwise not; past 16 positions in no
+  element): the same numbers as engine 9 where that count is a multiple of 32 and there are at
+  most 16 positions — every preset's runs (2 heads; the paper's 1-head cells train and evaluate
+  in batches of 512 and 2,048) — others elsewhere, and at one head (or 3, …) with a batch of an
+  odd number of 16-example blocks (a last micro-batch of 8 examples, say) a member could differ
+  from its solo run. Engines 8, 7 and 4 stay computable (``--engine 8``, …); on a GPU its
+  eager engine is 4.
 """
 
 from __future__ import annotations

@@ -101,3 +101,22 @@ def test_at_one_head_engine_9s_member_equals_its_solo_forward_where_engine_8s_do
         with torch.no_grad():
             equal[engine] = torch.equal(ens(x)[0], alone(x[:1])[0])
     assert equal == {LANE_ENGINE: False, FUSED_LANE_ENGINE: True}
+
+
+def test_at_two_heads_and_eleven_positions_engine_9_trains_engine_8s_numbers():
+    """Every preset's shape (2 heads, the batch padded to 16, ≤ 16 positions): PyTorch's
+    ``sum(0)`` (engine 8) adds every element's keys in key order there, so engine 9 — its fused
+    core included — trains the same bits, padded micro-batches and evaluation chunks too."""
+    shape = dict(seq_len=10, vocab=24, n_train=200, n_eval=70, d_model=16, d_mlp=32, heads=2,
+                 layers=2, eval_every=3, epochs=6, lr=3e-3)
+    configs = [MPSPRunConfig(**shape, ratio=r, seed=s) for r, s in ((0.5, 0), (0.9, 1),
+                                                                     (0.7, 2))]
+    trained = {}
+    for engine in (LANE_ENGINE, FUSED_LANE_ENGINE):
+        ens = MPSPTrainer(configs, Settings(micro_batch=96, eval_chunk=48, engine=str(engine)))
+        ens.fit()
+        trained[engine] = ens
+    a, b = trained[LANE_ENGINE], trained[FUSED_LANE_ENGINE]
+    for (name, p), q in zip(a.model.named_parameters(), b.model.parameters(), strict=True):
+        assert torch.equal(p, q), name
+    assert a.rows == b.rows
