@@ -31,7 +31,9 @@ import math
 import torch
 import torch.nn.functional as F
 
+from rulelab.models import lane_embedding
 from rulelab.models.attention_core import PAD, PackedAttention, QueryAttention
+from rulelab.models.lane_embedding import LaneEmbedding
 from rulelab.models.layer_norm_lanes import LaneLayerNorm
 
 
@@ -88,20 +90,41 @@ def mlp(m, x: torch.Tensor, low: torch.dtype | None = None) -> torch.Tensor:
     return projection(m.W_out.transpose(1, 2), m.b_out, h, low).view(x.shape)
 
 
-def embed_padded(model, x: torch.Tensor) -> torch.Tensor:
-    """``x [E, B, n]`` (integers, without CLS) → the embedded tokens and positions
-    ``[E, T, B', d]`` (CLS first; ``B'`` the batch padded to a multiple of ``PAD`` with copies of
-    its first example; engines 7 and 8)."""
+def padded_tokens(model, x: torch.Tensor) -> torch.Tensor:
+    """``x [E, B, n]`` (integers, without CLS) → tokens ``[E, T, B']`` (CLS first; ``B'`` the
+    batch padded to a multiple of ``PAD`` with copies of its first example)."""
     E, B, n = x.shape
     if pad := -B % PAD:
         x = torch.cat([x, x[:, :1].expand(E, pad, n)], dim=1)
-    tokens = model.add_cls(x).transpose(1, 2)  # [E, T, B']
+    return model.add_cls(x).transpose(1, 2)
+
+
+def embed_tokens(model, tokens: torch.Tensor) -> torch.Tensor:
+    """``tokens [E, T, B']`` → the embedded tokens and positions ``[E, T, B', d]``."""
+    E, T = tokens.shape[:2]
     V = model.W_E.shape[1]
     # Gathered from W_E flattened to [E·V, d], as every engine does: one embedding, members'
     # rows apart (its backward then sums each member's rows as a lone run would).
-    offset = torch.arange(E, device=x.device).view(E, 1, 1) * V
+    offset = torch.arange(E, device=tokens.device).view(E, 1, 1) * V
     embed = F.embedding(tokens + offset, model.W_E.reshape(E * V, -1))  # [E, T, B', d]
-    return embed + model.W_pos[:, : n + 1].unsqueeze(2)
+    return embed + model.W_pos[:, :T].unsqueeze(2)
+
+
+def embed_padded(model, x: torch.Tensor) -> torch.Tensor:
+    """``x [E, B, n]`` (integers, without CLS) → the embedded tokens and positions
+    ``[E, T, B', d]`` (:func:`padded_tokens`; engine 7)."""
+    return embed_tokens(model, padded_tokens(model, x))
+
+
+def embed_lanes(model, x: torch.Tensor) -> torch.Tensor:
+    """``x [E, B, n]`` → the residual stream's start ``[E, d, T, B']`` (engines 8 and 9): one
+    native pass each way where it builds (:class:`LaneEmbedding`), else :func:`embed_tokens`
+    transposed — the same numbers."""
+    tokens = padded_tokens(model, x).contiguous()
+    lib = lane_embedding.native(tokens, model.W_E, model.W_pos)
+    if lib is None:
+        return embed_tokens(model, tokens).permute(0, 3, 1, 2).contiguous()
+    return LaneEmbedding.apply(tokens, model.W_E, model.W_pos, lib)
 
 
 def matmul_dtype() -> torch.dtype | None:
@@ -127,7 +150,7 @@ def lane_forward(model, x: torch.Tensor, in_order: bool = False) -> torch.Tensor
 def _lane_forward(model, x: torch.Tensor, low: torch.dtype | None, in_order: bool
                   ) -> torch.Tensor:
     B = x.shape[1]
-    resid = embed_padded(model, x).permute(0, 3, 1, 2).contiguous()  # [E, d, T, B']
+    resid = embed_lanes(model, x)  # [E, d, T, B']
     for i, block in enumerate(model.blocks):
         last = i == len(model.blocks) - 1  # the last block needs only the CLS position
         attn_out = attention(block.attn, layer_norm(block.ln1, resid), last, low, in_order)

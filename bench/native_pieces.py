@@ -1,0 +1,97 @@
+"""Each same-numbers native piece of engine 9's training step, on and off in one run (issue 25):
+the step of one micro-batch (4 members × 512 examples, forward + backward, one thread, as the
+trainer runs it) with every piece as shipped against the same step with one piece taken back:
+
+- ``LayerNorm without prefetch``: ``layer_norm_kernels.cpp`` built with ``RL_NO_PREFETCH`` (its
+  reads of the next block's rows and its stores not prefetched);
+- ``embedding as PyTorch ops``: ``lane_forward.embed_tokens`` transposed, instead of
+  ``lane_embedding.LaneEmbedding`` (one native pass each way).
+
+Each variant gives the same gradients bit for bit (checked here before timing). Rounds alternate;
+medians of 7 rounds of 8 steps. The README's "Native pieces" table reads it.
+
+    python bench/native_pieces.py [--size paper|ladder]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from rulelab.engine.allocator import keep_heap
+from rulelab.models import lane_embedding, layer_norm_lanes, native_build
+from rulelab.models.transformer import FUSED_LANE_ENGINE, EnsembleTransformer
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+from step_parts import SIZES
+
+E, B, T = 4, 512, 11  # members, micro-batch, positions (CLS + 10)
+
+
+def without_prefetch(tmp: Path):
+    """The LayerNorm library built with ``RL_NO_PREFETCH``."""
+    source = tmp / "layer_norm_kernels.cpp"
+    source.write_text("#define RL_NO_PREFETCH 1\n" + layer_norm_lanes.SOURCE.read_text())
+    lib = native_build.load(source, layer_norm_lanes._declare)
+    if isinstance(lib, str):
+        raise SystemExit(f"error: the LayerNorm kernels do not build here: {lib}")
+    return lib
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", choices=sorted(SIZES), default="paper")
+    args = ap.parse_args()
+    D, M = SIZES[args.size]
+    keep_heap()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cfg = MPSPRunConfig(layers=2, heads=2, d_model=D, d_mlp=M, seq_len=T - 1, vocab=64)
+    model = EnsembleTransformer(cfg, E).init_weights(list(range(E)))
+    model.engine = FUSED_LANE_ENGINE
+    tokens, labels = torch.randint(0, 64, (E, B, T - 1)), torch.randint(0, 2, (E * B,))
+    shipped_ln, shipped_embed = layer_norm_lanes._build(), lane_embedding.native
+    if isinstance(shipped_ln, str) or lane_embedding.unavailable():
+        raise SystemExit("error: the native kernels do not build here")
+
+    def step() -> list[torch.Tensor]:
+        model.zero_grad(set_to_none=True)
+        F.cross_entropy(model(tokens).reshape(E * B, -1), labels).backward()
+        return [p.grad for p in model.parameters()]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plain_ln = without_prefetch(Path(tmp))
+        variants = {  # name: (LayerNorm library, embedding's library finder)
+            "as shipped": (shipped_ln, shipped_embed),
+            "LayerNorm without prefetch": (plain_ln, shipped_embed),
+            "embedding as PyTorch ops": (shipped_ln, lambda *a: None),
+        }
+        grads, times = {}, {name: [] for name in variants}
+        for _ in range(7):
+            for name, (ln, embed) in variants.items():
+                layer_norm_lanes._build = lambda ln=ln: ln  # this process only
+                lane_embedding.native = embed
+                grads[name] = step()
+                step()
+                t = time.perf_counter()
+                for _ in range(8):
+                    step()
+                times[name].append((time.perf_counter() - t) / 8 * 1e3)
+    base = statistics.median(times["as shipped"])
+    print(f"one step of the {args.size} shape (d_model {D}, d_mlp {M}; {E} members × {B} "
+          f"examples), engine 9, 1 thread: median ms of 7 alternating rounds")
+    for name, t in times.items():
+        same = all(torch.equal(a, b) for a, b in zip(grads[name], grads["as shipped"],
+                                                     strict=True))
+        ms = statistics.median(t)
+        print(f"{name:<28} {ms:7.1f} ms   shipped is {ms / base:.3f}× faster   "
+              f"{'same gradients' if same else 'GRADIENTS DIFFER'}")
+
+
+if __name__ == "__main__":
+    main()
