@@ -1,11 +1,14 @@
-"""Each same-numbers native piece of engine 9's training step, on and off in one run (issue 25):
+"""Each same-numbers piece of engine 9's training step, on and off in one run (issue 25):
 the step of one micro-batch (4 members × 512 examples, forward + backward, one thread, as the
 trainer runs it) with every piece as shipped against the same step with one piece taken back:
 
 - ``LayerNorm without prefetch``: ``layer_norm_kernels.cpp`` built with ``RL_NO_PREFETCH`` (its
   reads of the next block's rows and its stores not prefetched);
 - ``embedding as PyTorch ops``: ``lane_forward.embed_tokens`` transposed, instead of
-  ``lane_embedding.LaneEmbedding`` (one native pass each way).
+  ``lane_embedding.LaneEmbedding`` (one native pass each way);
+- ``collector walking everything``: the step outside ``engine.collector.setup_frozen`` (which
+  the trainer's ``fit`` holds), so Python's full collections walk every object of the process
+  (this script holds fewer than the CLI does: an underestimate).
 
 Each variant gives the same gradients bit for bit (checked here before timing). Rounds alternate;
 medians of 7 rounds of 8 steps. The README's "Native pieces" table reads it.
@@ -16,6 +19,7 @@ medians of 7 rounds of 8 steps. The README's "Native pieces" table reads it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
@@ -25,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from rulelab.engine.allocator import keep_heap
+from rulelab.engine.collector import setup_frozen
 from rulelab.models import lane_embedding, layer_norm_lanes, native_build
 from rulelab.models.transformer import FUSED_LANE_ENGINE, EnsembleTransformer
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
@@ -66,22 +71,24 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         plain_ln = without_prefetch(Path(tmp))
-        variants = {  # name: (LayerNorm library, embedding's library finder)
-            "as shipped": (shipped_ln, shipped_embed),
-            "LayerNorm without prefetch": (plain_ln, shipped_embed),
-            "embedding as PyTorch ops": (shipped_ln, lambda *a: None),
+        variants = {  # name: (LayerNorm library, embedding's library finder, frozen setup)
+            "as shipped": (shipped_ln, shipped_embed, True),
+            "LayerNorm without prefetch": (plain_ln, shipped_embed, True),
+            "embedding as PyTorch ops": (shipped_ln, lambda *a: None, True),
+            "collector walking everything": (shipped_ln, shipped_embed, False),
         }
         grads, times = {}, {name: [] for name in variants}
         for _ in range(7):
-            for name, (ln, embed) in variants.items():
+            for name, (ln, embed, frozen) in variants.items():
                 layer_norm_lanes._build = lambda ln=ln: ln  # this process only
                 lane_embedding.native = embed
-                grads[name] = step()
-                step()
-                t = time.perf_counter()
-                for _ in range(8):
+                with setup_frozen() if frozen else contextlib.nullcontext():
+                    grads[name] = step()
                     step()
-                times[name].append((time.perf_counter() - t) / 8 * 1e3)
+                    t = time.perf_counter()
+                    for _ in range(8):
+                        step()
+                    times[name].append((time.perf_counter() - t) / 8 * 1e3)
     base = statistics.median(times["as shipped"])
     print(f"one step of the {args.size} shape (d_model {D}, d_mlp {M}; {E} members × {B} "
           f"examples), engine 9, 1 thread: median ms of 7 alternating rounds")
@@ -89,7 +96,7 @@ def main() -> None:
         same = all(torch.equal(a, b) for a, b in zip(grads[name], grads["as shipped"],
                                                      strict=True))
         ms = statistics.median(t)
-        print(f"{name:<28} {ms:7.1f} ms   shipped is {ms / base:.3f}× faster   "
+        print(f"{name:<30} {ms:7.1f} ms   shipped is {ms / base:.3f}× faster   "
               f"{'same gradients' if same else 'GRADIENTS DIFFER'}")
 
 

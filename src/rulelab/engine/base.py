@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from rulelab.engine.allocator import keep_heap
+from rulelab.engine.collector import setup_frozen
 from rulelab.engine.compiled import compile_step, engine_in_use
 from rulelab.engine.per_example import cross_entropy
 from rulelab.engine.threads import training_threads
@@ -222,7 +223,7 @@ class EnsembleTrainerBase(ABC):
         ``on_epoch(trainer, evaluated)`` runs after the initial evaluation and every epoch
         (tracked analyses too compute on one CPU thread, :mod:`rulelab.engine.threads`).
         """
-        with training_threads(self.device):
+        with training_threads(self.device), setup_frozen():
             self._fit(on_epoch)
 
     def _fit(self, on_epoch) -> None:
