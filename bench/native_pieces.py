@@ -6,6 +6,9 @@ trainer runs it) with every piece as shipped against the same step with one piec
   reads of the next block's rows and its stores not prefetched);
 - ``embedding as PyTorch ops``: ``lane_forward.embed_tokens`` transposed, instead of
   ``lane_embedding.LaneEmbedding`` (one native pass each way);
+- ``residual adds apart``: each sublayer's output bias, the residual add and the next
+  LayerNorm as three PyTorch-dispatched steps (bias ``add_``, ``+``, the LayerNorm kernel;
+  autograd adding the stream's two gradients), instead of ``residual_norm.ResidualLayerNorm``;
 - ``collector walking everything``: the step outside ``engine.collector.setup_frozen`` (which
   the trainer's ``fit`` holds), so Python's full collections walk every object of the process
   (this script holds fewer than the CLI does: an underestimate).
@@ -30,7 +33,7 @@ import torch.nn.functional as F
 
 from rulelab.engine.allocator import keep_heap
 from rulelab.engine.collector import setup_frozen
-from rulelab.models import lane_embedding, layer_norm_lanes, native_build
+from rulelab.models import lane_embedding, lane_forward, layer_norm_lanes, native_build
 from rulelab.models.transformer import FUSED_LANE_ENGINE, EnsembleTransformer
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from step_parts import SIZES
@@ -46,6 +49,12 @@ def without_prefetch(tmp: Path):
     if isinstance(lib, str):
         raise SystemExit(f"error: the LayerNorm kernels do not build here: {lib}")
     return lib
+
+
+def residual_apart(base: torch.Tensor, o: torch.Tensor, bias: torch.Tensor, ln):
+    """``lane_forward.residual`` as three steps: the unfused chain it replaced."""
+    s = base + o.add_(bias.unsqueeze(2).unsqueeze(3))
+    return s, lane_forward.layer_norm(ln, s)
 
 
 def main() -> None:
@@ -71,17 +80,20 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         plain_ln = without_prefetch(Path(tmp))
-        variants = {  # name: (LayerNorm library, embedding's library finder, frozen setup)
-            "as shipped": (shipped_ln, shipped_embed, True),
-            "LayerNorm without prefetch": (plain_ln, shipped_embed, True),
-            "embedding as PyTorch ops": (shipped_ln, lambda *a: None, True),
-            "collector walking everything": (shipped_ln, shipped_embed, False),
+        fused = lane_forward.residual
+        variants = {  # name: (LayerNorm library, embedding's library finder, residual, frozen)
+            "as shipped": (shipped_ln, shipped_embed, fused, True),
+            "LayerNorm without prefetch": (plain_ln, shipped_embed, fused, True),
+            "embedding as PyTorch ops": (shipped_ln, lambda *a: None, fused, True),
+            "residual adds apart": (shipped_ln, shipped_embed, residual_apart, True),
+            "collector walking everything": (shipped_ln, shipped_embed, fused, False),
         }
         grads, times = {}, {name: [] for name in variants}
         for _ in range(7):
-            for name, (ln, embed, frozen) in variants.items():
+            for name, (ln, embed, residual, frozen) in variants.items():
                 layer_norm_lanes._build = lambda ln=ln: ln  # this process only
                 lane_embedding.native = embed
+                lane_forward.residual = residual
                 with setup_frozen() if frozen else contextlib.nullcontext():
                     grads[name] = step()
                     step()

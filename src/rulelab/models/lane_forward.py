@@ -14,6 +14,10 @@ gives the compiled engine:
   attention's ``z`` for the output projection, the MLP's hidden units for its second matmul;
 - every LayerNorm reduces over ``d``, an outer axis, with the rows as vector lanes
   (:mod:`rulelab.models.layer_norm_lanes`: no transpose, no copy);
+- the tokens and positions are embedded straight into that layout, and each sublayer's output
+  bias, the residual add and the LayerNorm reading the sum run as one pass each way
+  (:mod:`rulelab.models.lane_embedding`, :mod:`rulelab.models.residual_norm`: the numbers of
+  the op-by-op chain they replaced, bit for bit);
 - the last block keeps only the CLS position past its keys and values, as engine 7 does;
 - engine 9 (``in_order``) adds each softmax's keys in key order and runs the attention core
   fused where it can (:mod:`rulelab.models.attention_core`); engine 8 keeps PyTorch's sums.
@@ -35,6 +39,7 @@ from rulelab.models import lane_embedding
 from rulelab.models.attention_core import PAD, PackedAttention, QueryAttention
 from rulelab.models.lane_embedding import LaneEmbedding
 from rulelab.models.layer_norm_lanes import LaneLayerNorm
+from rulelab.models.residual_norm import ResidualLayerNorm
 
 
 def layer_norm(ln, x: torch.Tensor) -> torch.Tensor:
@@ -43,25 +48,25 @@ def layer_norm(ln, x: torch.Tensor) -> torch.Tensor:
     return x if ln is None else LaneLayerNorm.apply(x, ln.w, ln.b, ln.eps)
 
 
-def projection(weight_t: torch.Tensor, bias: torch.Tensor, x: torch.Tensor,
+def projection(weight_t: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor,
                low: torch.dtype | None = None) -> torch.Tensor:
-    """``weight_t [E, m, k] @ x [E, k, N]``, then ``bias [E, m]`` added to every column:
-    ``[E, m, N]`` in fp32. With ``low`` (bf16) the product takes both operands rounded to
-    ``low`` and returns its sums (accumulated in fp32 by the library) rounded to ``low``, as
-    autocast's matmul does; the bias is added in fp32."""
-    if low is None:
-        return torch.bmm(weight_t, x).add_(bias.unsqueeze(2))
-    # .float() then add_: the bits of ``y + bias`` promoted to fp32, in 0.6× its time (measured:
-    # PyTorch's mixed-dtype add is not vectorized like either op alone)
-    return torch.bmm(weight_t.to(low), x.to(low)).float().add_(bias.unsqueeze(2))
+    """``weight_t [E, m, k] @ x [E, k, N]``, then ``bias [E, m]`` added to every column (None:
+    the caller adds it, :func:`residual`): ``[E, m, N]`` in fp32. With ``low`` (bf16) the
+    product takes both operands rounded to ``low`` and returns its sums (accumulated in fp32 by
+    the library) rounded to ``low``, as autocast's matmul does; the bias is added in fp32."""
+    # bf16: .float() then add_: the bits of ``y + bias`` promoted to fp32, in 0.6× its time
+    # (measured: PyTorch's mixed-dtype add is not vectorized like either op alone)
+    y = torch.bmm(weight_t, x) if low is None else torch.bmm(weight_t.to(low), x.to(low)).float()
+    return y if bias is None else y.add_(bias.unsqueeze(2))
 
 
 def attention(attn, x: torch.Tensor, cls_only: bool, low: torch.dtype | None = None,
-              in_order: bool = False) -> torch.Tensor:
+              in_order: bool = False, out_bias: bool = True) -> torch.Tensor:
     """``x [E, d, T, B] → [E, d, T', B]`` through the weights of ``attn``
     (:class:`~rulelab.models.components.Attention`); ``cls_only`` keeps the query at position 0
     (``T' = 1``) and projects only its q; ``low``: the matmuls' operand dtype
-    (:func:`projection`); ``in_order``: engine 9's core (:class:`PackedAttention`)."""
+    (:func:`projection`); ``in_order``: engine 9's core (:class:`PackedAttention`);
+    ``out_bias=False``: without the output projection's bias (:func:`residual` adds it)."""
     E, d, T, B = x.shape
     H, dh = attn.n_heads, attn.d_head
     n = H * dh
@@ -78,16 +83,32 @@ def attention(attn, x: torch.Tensor, cls_only: bool, low: torch.dtype | None = N
         z = PackedAttention.apply(qkv, scale, in_order)  # [E, H, dh, T, B]
     Tq = z.shape[3]
     Wo_t = attn.W_O.reshape(E, n, d).transpose(1, 2)  # [E, d, H·dh]
-    return projection(Wo_t, attn.b_O, z.reshape(E, n, Tq * B), low).view(E, d, Tq, B)
+    b_O = attn.b_O if out_bias else None
+    return projection(Wo_t, b_O, z.reshape(E, n, Tq * B), low).view(E, d, Tq, B)
 
 
-def mlp(m, x: torch.Tensor, low: torch.dtype | None = None) -> torch.Tensor:
+def mlp(m, x: torch.Tensor, low: torch.dtype | None = None, out_bias: bool = True
+        ) -> torch.Tensor:
     """``x [E, d, *] → [E, d, *]`` through the weights of ``m``
-    (:class:`~rulelab.models.components.MLP`): ``W_outᵀ φ(W_inᵀ x)``."""
+    (:class:`~rulelab.models.components.MLP`): ``W_outᵀ φ(W_inᵀ x)``; ``out_bias=False``:
+    without ``b_out`` (:func:`residual` adds it)."""
     E, d = x.shape[:2]
     h = projection(m.W_in.transpose(1, 2), m.b_in, x.reshape(E, d, -1), low)
     h = h.relu_() if m.act is F.relu else m.act(h)  # in place: the same numbers, a pass less
-    return projection(m.W_out.transpose(1, 2), m.b_out, h, low).view(x.shape)
+    b_out = m.b_out if out_bias else None
+    return projection(m.W_out.transpose(1, 2), b_out, h, low).view(x.shape)
+
+
+def residual(base: torch.Tensor, o: torch.Tensor, bias: torch.Tensor, ln
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The residual stream ``s = base + (o + bias)`` (a sublayer's output ``o`` without its
+    bias) and ``LayerNorm(s)`` by ``ln`` — one native pass each way
+    (:class:`~rulelab.models.residual_norm.ResidualLayerNorm`); ``s`` itself where ``ln`` is
+    None (no LayerNorm)."""
+    if ln is None:
+        s = base + o.add_(bias.view(*bias.shape, *[1] * (o.dim() - 2)))
+        return s, s
+    return ResidualLayerNorm.apply(base, o, bias, ln.w, ln.b, ln.eps)
 
 
 def padded_tokens(model, x: torch.Tensor) -> torch.Tensor:
@@ -150,14 +171,21 @@ def lane_forward(model, x: torch.Tensor, in_order: bool = False) -> torch.Tensor
 def _lane_forward(model, x: torch.Tensor, low: torch.dtype | None, in_order: bool
                   ) -> torch.Tensor:
     B = x.shape[1]
+    blocks = model.blocks
     resid = embed_lanes(model, x)  # [E, d, T, B']
-    for i, block in enumerate(model.blocks):
-        last = i == len(model.blocks) - 1  # the last block needs only the CLS position
-        attn_out = attention(block.attn, layer_norm(block.ln1, resid), last, low, in_order)
-        resid = (resid[:, :, :1] if last else resid) + attn_out
-        if block.mlp is not None:
-            resid = resid + mlp(block.mlp, layer_norm(block.ln2, resid), low)
-    cls = layer_norm(model.ln_final, resid[:, :, 0])  # [E, d, B']
+    normed = layer_norm(blocks[0].ln1, resid)  # what the next sublayer reads
+    for i, block in enumerate(blocks):
+        last = i == len(blocks) - 1  # the last block needs only the CLS position
+        ln_next = model.ln_final if last else blocks[i + 1].ln1  # reads the block's output
+        attn_out = attention(block.attn, normed, last, low, in_order, out_bias=False)
+        base = resid[:, :, :1] if last else resid
+        if block.mlp is None:
+            resid, normed = residual(base, attn_out, block.attn.b_O, ln_next)
+            continue
+        resid, normed = residual(base, attn_out, block.attn.b_O, block.ln2)
+        mlp_out = mlp(block.mlp, normed, low, out_bias=False)
+        resid, normed = residual(resid, mlp_out, block.mlp.b_out, ln_next)
+    cls = normed[:, :, 0]  # [E, d, B']: the final LayerNorm of the CLS position
     logits = projection(model.W_U.transpose(1, 2), model.b_U, cls, low)  # [E, k, B']
     logits = logits.transpose(1, 2)  # [E, B', k]
     return logits[:, :B] if logits.shape[1] != B else logits  # padding dropped

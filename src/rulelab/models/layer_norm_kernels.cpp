@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace {
 
@@ -53,20 +54,51 @@ inline v8 rsqrt_ieee(v8 v) {  // 1 / √v, each rounded once
   return 1.0f / v;
 }
 
-// One block of NB·8 rows of one member: x (feature c at x + c·x_c), y [d][R], mean, rstd.
-// buf: d·NB·8 floats, the block copied once so later passes read it contiguously.
-template <int NB>
-void forward_block(const float* __restrict__ x, int64_t x_c, const float* __restrict__ w,
-                   const float* __restrict__ b, float eps, float inv_d, int64_t d, int64_t R,
-                   float* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd,
-                   float* __restrict__ buf) {
+// The residual add before a LayerNorm (residual_norm.py): x = base + (o + bias), a
+// projection's output o, its bias added first, then the residual stream base — each rounded
+// once, as PyTorch's two adds — stored to s [d][R] as the new residual stream. (None: x read.)
+struct Residual {
+  const float* o;
+  int64_t o_c;
+  const float* bias;
+  float* s;
+};
+
+// Row block k's feature c of the LayerNorm's input: x, or x + (o + bias) stored to s.
+template <bool RES>
+inline v8 input(const float* x, int64_t x_c, const Residual& res, int64_t R, int64_t c,
+                int64_t at) {
+  if (!RES) return ld(x + c * x_c + at);
+  const v8 sum = ld(x + c * x_c + at) + (ld(res.o + c * res.o_c + at) + res.bias[c]);
+  st(res.s + c * R + at, sum);
+  return sum;
+}
+
+template <bool RES>
+inline void prefetch_input(const float* x, int64_t x_c, const Residual& res, int64_t R,
+                           int64_t c, int n) {
+  prefetch_run(x + c * x_c + n, n, false);
+  if (RES) {
+    prefetch_run(res.o + c * res.o_c + n, n, false);
+    prefetch_run(res.s + c * R + n, n, true);
+  }
+}
+
+// One block of NB·8 rows of one member: x (feature c at x + c·x_c; with RES, x + o + bias:
+// Residual), y [d][R], mean, rstd. buf: d·NB·8 floats, the block's input copied once so later
+// passes read it contiguously.
+template <int NB, bool RES>
+void forward_block(const float* __restrict__ x, int64_t x_c, const Residual& res,
+                   const float* __restrict__ w, const float* __restrict__ b, float eps,
+                   float inv_d, int64_t d, int64_t R, float* __restrict__ y,
+                   float* __restrict__ mean, float* __restrict__ rstd, float* __restrict__ buf) {
   v8 m[NB], v[NB], rs[NB];
-  for (int k = 0; k < NB; ++k) st(buf + 8 * k, m[k] = ld(x + 8 * k));
+  for (int k = 0; k < NB; ++k) st(buf + 8 * k, m[k] = input<RES>(x, x_c, res, R, 0, 8 * k));
   for (int64_t c = 1; c < d; ++c) {
-    prefetch_run(x + c * x_c + NB * 8, NB * 8, false);
+    prefetch_input<RES>(x, x_c, res, R, c, NB * 8);
     prefetch_run(y + c * R + NB * 8, NB * 8, true);
     for (int k = 0; k < NB; ++k) {
-      const v8 t = ld(x + c * x_c + 8 * k);
+      const v8 t = input<RES>(x, x_c, res, R, c, 8 * k);
       st(buf + c * NB * 8 + 8 * k, t);
       m[k] = m[k] + t;
     }
@@ -93,11 +125,14 @@ void forward_block(const float* __restrict__ x, int64_t x_c, const float* __rest
   }
 }
 
-// The backward of one block: dx [d][R]; acc_w, acc_b [d][TILE] the lanes' running sums of
-// g·x̂ and g (set from the block's first tile where `first`).
-template <int NB>
+// The backward of one block: dx [d][R] (with GS, the gradient gs arriving at x from its other
+// use added after: the sum autograd forms, two terms, so in either order the same bits);
+// acc_w, acc_b [d][TILE] the lanes' running sums of g·x̂ and g (set from the block's first tile
+// where `first`).
+template <int NB, bool GS>
 void backward_block(const float* __restrict__ x, int64_t x_c, const float* __restrict__ g,
-                    int64_t g_c, const float* __restrict__ w, const float* __restrict__ mean,
+                    int64_t g_c, const float* __restrict__ gs, int64_t gs_c,
+                    const float* __restrict__ w, const float* __restrict__ mean,
                     const float* __restrict__ rstd, float inv_d, float fd, int64_t d, int64_t R,
                     float* __restrict__ dx, float* __restrict__ acc_w,
                     float* __restrict__ acc_b, bool first, float* __restrict__ buf_x,
@@ -111,6 +146,7 @@ void backward_block(const float* __restrict__ x, int64_t x_c, const float* __res
     const float wc = w[c];
     prefetch_run(x + c * x_c + NB * 8, NB * 8, false);
     prefetch_run(g + c * g_c + NB * 8, NB * 8, false);
+    if (GS) prefetch_run(gs + c * gs_c + NB * 8, NB * 8, false);
     prefetch_run(dx + c * R + NB * 8, NB * 8, true);
     for (int k = 0; k < NB; ++k) {
       const v8 xh = (ld(x + c * x_c + 8 * k) - m[k]) * rs[k];
@@ -131,7 +167,8 @@ void backward_block(const float* __restrict__ x, int64_t x_c, const float* __res
     v8 sw[2], sb[2];
     for (int k = 0; k < NB; ++k) {
       const v8 xh = ld(buf_x + c * NB * 8 + 8 * k), gt = ld(buf_g + c * NB * 8 + 8 * k);
-      st(dx + c * R + 8 * k, ((gt * wc * fd - a[k]) - xh * s[k]) * u[k]);
+      const v8 dxk = ((gt * wc * fd - a[k]) - xh * s[k]) * u[k];
+      st(dx + c * R + 8 * k, GS ? dxk + ld(gs + c * gs_c + 8 * k) : dxk);
       const v8 p = gt * xh;
       const int h = k % 2;
       if (k < 2) {
@@ -149,12 +186,19 @@ void backward_block(const float* __restrict__ x, int64_t x_c, const float* __res
   }
 }
 
+template <int N>
+using Int = std::integral_constant<int, N>;
+template <bool B>
+using Bool = std::integral_constant<bool, B>;
+
 }  // namespace
 
 extern "C" {
 
-// y [E, d, R] contiguous; mean, rstd [E, R]. R is a multiple of TILE.
-void rl_ln_forward(const float* x, int64_t x_e, int64_t x_c, const float* w, const float* b,
+// y [E, d, R] contiguous; mean, rstd [E, R]. R is a multiple of TILE. With o (not null): the
+// input is x + (o + bias) (o [E, d, R] strided o_e, o_c; bias [E, d]), stored to s [E, d, R].
+void rl_ln_forward(const float* x, int64_t x_e, int64_t x_c, const float* o, int64_t o_e,
+                   int64_t o_c, const float* bias, float* s, const float* w, const float* b,
                    float eps, float* y, float* mean, float* rstd, int64_t E, int64_t d,
                    int64_t R) {
   const float inv_d = static_cast<float>(1.0 / static_cast<double>(d));
@@ -162,39 +206,49 @@ void rl_ln_forward(const float* x, int64_t x_e, int64_t x_c, const float* w, con
   for (int64_t e = 0; e < E; ++e) {
     const float* xe = x + e * x_e;
     float* ye = y + e * d * R;
+    const float *we = w + e * d, *be = b + e * d;
     int64_t r0 = 0;
+    auto block = [&](auto nb, auto res) {
+      constexpr int NB = decltype(nb)::value;
+      const Residual at =
+          res ? Residual{o + e * o_e + r0, o_c, bias + e * d, s + e * d * R + r0} : Residual{};
+      forward_block<NB, decltype(res)::value>(xe + r0, x_c, at, we, be, eps, inv_d, d, R,
+                                              ye + r0, mean + e * R + r0, rstd + e * R + r0,
+                                              buf);
+    };
     for (; r0 + NBIG * 8 <= R; r0 += NBIG * 8)
-      forward_block<NBIG>(xe + r0, x_c, w + e * d, b + e * d, eps, inv_d, d, R, ye + r0,
-                          mean + e * R + r0, rstd + e * R + r0, buf);
-    for (; r0 < R; r0 += TILE)
-      forward_block<2>(xe + r0, x_c, w + e * d, b + e * d, eps, inv_d, d, R, ye + r0,
-                       mean + e * R + r0, rstd + e * R + r0, buf);
+      o ? block(Int<NBIG>{}, Bool<true>{}) : block(Int<NBIG>{}, Bool<false>{});
+    for (; r0 < R; r0 += TILE) o ? block(Int<2>{}, Bool<true>{}) : block(Int<2>{}, Bool<false>{});
   }
 }
 
 // Given g, the gradient of y (g[e, c, r] at g + e·g_e + c·g_c + r): dx [E, d, R] contiguous,
 // and dw, db [E, d]:
 //     ĝ_c = g_c · w_c     a = ĝ₀ + ĝ₁ + …     s = ĝ₀x̂₀ + ĝ₁x̂₁ + …
-//     dx_c = ((ĝ_c · d − a) − x̂_c · s) · (rstd · (1/d))
+//     dx_c = ((ĝ_c · d − a) − x̂_c · s) · (rstd · (1/d))      (+ gs_c where gs is not null)
 //     dw_c = Σ_lanes Σ_tiles g_c x̂_c,  db_c = Σ_lanes Σ_tiles g_c   (tiles, then lanes, in order)
 void rl_ln_backward(const float* x, int64_t x_e, int64_t x_c, const float* g, int64_t g_e,
-                    int64_t g_c, const float* w, const float* mean, const float* rstd, float* dx,
-                    float* dw, float* db, int64_t E, int64_t d, int64_t R) {
+                    int64_t g_c, const float* gs, int64_t gs_e, int64_t gs_c, const float* w,
+                    const float* mean, const float* rstd, float* dx, float* dw, float* db,
+                    int64_t E, int64_t d, int64_t R) {
   const float inv_d = static_cast<float>(1.0 / static_cast<double>(d));
   const float fd = static_cast<float>(d);
   alignas(64) static thread_local float buf_x[DMAX * NBIG * 8], buf_g[DMAX * NBIG * 8],
       acc_w[DMAX * TILE], acc_b[DMAX * TILE];
   for (int64_t e = 0; e < E; ++e) {
     const float *xe = x + e * x_e, *ge = g + e * g_e, *we = w + e * d;
+    const float* gse = gs ? gs + e * gs_e : nullptr;
     float* dxe = dx + e * d * R;
     int64_t r0 = 0;
+    auto block = [&](auto nb, auto with_gs) {
+      constexpr int NB = decltype(nb)::value;
+      backward_block<NB, decltype(with_gs)::value>(
+          xe + r0, x_c, ge + r0, g_c, gse ? gse + r0 : nullptr, gs_c, we, mean + e * R + r0,
+          rstd + e * R + r0, inv_d, fd, d, R, dxe + r0, acc_w, acc_b, r0 == 0, buf_x, buf_g);
+    };
     for (; r0 + NBIG * 8 <= R; r0 += NBIG * 8)
-      backward_block<NBIG>(xe + r0, x_c, ge + r0, g_c, we, mean + e * R + r0,
-                           rstd + e * R + r0, inv_d, fd, d, R, dxe + r0, acc_w, acc_b, r0 == 0,
-                           buf_x, buf_g);
-    for (; r0 < R; r0 += TILE)
-      backward_block<2>(xe + r0, x_c, ge + r0, g_c, we, mean + e * R + r0, rstd + e * R + r0,
-                        inv_d, fd, d, R, dxe + r0, acc_w, acc_b, r0 == 0, buf_x, buf_g);
+      gs ? block(Int<NBIG>{}, Bool<true>{}) : block(Int<NBIG>{}, Bool<false>{});
+    for (; r0 < R; r0 += TILE) gs ? block(Int<2>{}, Bool<true>{}) : block(Int<2>{}, Bool<false>{});
     for (int64_t c = 0; c < d; ++c) {
       float sw = acc_w[c * TILE], sb = acc_b[c * TILE];
       for (int64_t l = 1; l < TILE; ++l) {

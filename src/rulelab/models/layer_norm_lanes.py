@@ -45,8 +45,10 @@ def _build() -> ctypes.CDLL | str:
 
 def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     p, i, f = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
-    lib.rl_ln_forward.argtypes = [p, i, i, p, p, f, p, p, p, i, i, i]
-    lib.rl_ln_backward.argtypes = [p, i, i, p, i, i, p, p, p, p, p, p, i, i, i]
+    # x; the residual's o, bias and s (None: no residual add); w, b, eps; y, mean, rstd; E d R
+    lib.rl_ln_forward.argtypes = [p, i, i, p, i, i, p, p, p, p, f, p, p, p, i, i, i]
+    # x, g, gs (None: no gradient to add), w, mean, rstd, dx, dw, db, E d R
+    lib.rl_ln_backward.argtypes = [p, i, i, p, i, i, p, i, i, p, p, p, p, p, p, i, i, i]
     lib.rl_ln_forward.restype = lib.rl_ln_backward.restype = None
     return lib
 
@@ -56,7 +58,7 @@ def unavailable() -> str | None:
     return native_build.why_not(_build())
 
 
-def _native(*tensors: torch.Tensor) -> ctypes.CDLL | None:
+def native(*tensors: torch.Tensor) -> ctypes.CDLL | None:
     """The library, where it can take these tensors (fp32 on the CPU, rows contiguous, at most
     :data:`D_MAX` features)."""
     if not native_build.fp32_cpu_rows(*tensors) or tensors[0].shape[1] > D_MAX:
@@ -64,7 +66,7 @@ def _native(*tensors: torch.Tensor) -> ctypes.CDLL | None:
     return native_build.usable(_build(), "LayerNorm")
 
 
-def _check_rows(R: int) -> None:
+def check_rows(R: int) -> None:
     if R % TILE:  # the caller pads the batch (attention_core.PAD)
         raise ValueError(f"LayerNorm lanes: {R} rows per member, not a multiple of {TILE}")
 
@@ -82,13 +84,14 @@ def forward_lanes(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float
     """``x [E, d, R]`` (rows contiguous), ``w, b [E, d]`` → ``y [E, d, R]`` (contiguous), and
     the rows' ``mean, rstd [E, R]``."""
     E, d, R = x.shape
-    _check_rows(R)
+    check_rows(R)
     y, mean, rstd = x.new_empty(E, d, R), x.new_empty(E, R), x.new_empty(E, R)
-    lib = _native(x)
+    lib = native(x)
     if lib is not None:
         w, b = w.contiguous(), b.contiguous()
-        lib.rl_ln_forward(x.data_ptr(), x.stride(0), x.stride(1), w.data_ptr(), b.data_ptr(),
-                          eps, y.data_ptr(), mean.data_ptr(), rstd.data_ptr(), E, d, R)
+        lib.rl_ln_forward(x.data_ptr(), x.stride(0), x.stride(1), None, 0, 0, None, None,
+                          w.data_ptr(), b.data_ptr(), eps, y.data_ptr(), mean.data_ptr(),
+                          rstd.data_ptr(), E, d, R)
         return y, mean, rstd
     inv_d = 1.0 / d
     torch.mul(_chain(x.unbind(1)), inv_d, out=mean)
@@ -111,14 +114,14 @@ def backward_lanes(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor, mean: torc
     """Gradients ``dx [E, d, R]``, ``dw, db [E, d]`` of :func:`forward_lanes` for the gradient
     ``g [E, d, R]`` of ``y`` (rows contiguous)."""
     E, d, R = x.shape
-    _check_rows(R)
+    check_rows(R)
     dx, dw, db = x.new_empty(E, d, R), w.new_empty(E, d), w.new_empty(E, d)
-    lib = _native(x, g)
+    lib = native(x, g)
     if lib is not None:
         w = w.contiguous()
         lib.rl_ln_backward(x.data_ptr(), x.stride(0), x.stride(1), g.data_ptr(), g.stride(0),
-                           g.stride(1), w.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
-                           dx.data_ptr(), dw.data_ptr(), db.data_ptr(), E, d, R)
+                           g.stride(1), None, 0, 0, w.data_ptr(), mean.data_ptr(),
+                           rstd.data_ptr(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(), E, d, R)
         return dx, dw, db
     xhat = (x - mean.unsqueeze(1)).mul_(rstd.unsqueeze(1))
     h = g * w.unsqueeze(2)  # ĝ

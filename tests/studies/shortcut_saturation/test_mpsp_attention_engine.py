@@ -41,7 +41,7 @@ def test_under_bf16_engines_8_and_9_round_the_matmuls_alone(engine):
     """``--precision bf16`` on engines 8 and 9: the weight matmuls take bf16 operands; the
     attention's sums, LayerNorms and residual stream get fp32 tensors (autocast would hand the
     native kernels bf16 ones, and their fallback would sum the attention in bf16)."""
-    from rulelab.models import attention_core, layer_norm_lanes
+    from rulelab.models import attention_core, layer_norm_lanes, residual_norm
 
     cfg = MPSPRunConfig(seq_len=5, vocab=12, n_train=64, n_eval=32, d_model=16, d_mlp=32,
                         heads=2, layers=2, seed=0)
@@ -49,7 +49,7 @@ def test_under_bf16_engines_8_and_9_round_the_matmuls_alone(engine):
     x = torch.randint(0, 12, (1, 32, 5))
     seen = []
     functions = (attention_core.PackedAttention, attention_core.QueryAttention,
-                 layer_norm_lanes.LaneLayerNorm)
+                 layer_norm_lanes.LaneLayerNorm, residual_norm.ResidualLayerNorm)
     applies = {f: f.apply for f in functions}
     try:
         for f in functions:
@@ -62,7 +62,8 @@ def test_under_bf16_engines_8_and_9_round_the_matmuls_alone(engine):
     finally:
         for f in functions:
             f.apply = applies[f]
-    # per forward: 5 LayerNorms (2 a block and the last), 2 attentions
+    # per forward: 5 LayerNorms (the first alone, 4 with the residual add before them), 2
+    # attentions
     assert len(seen) == 2 * 7 and all(d == torch.float32 for call in seen for d in call)
     assert bf16.dtype == torch.float32 and not torch.equal(bf16, fp32)  # bf16 did round
     # Two blocks of bf16-rounded matmul operands: within a few bf16 ulps (2⁻⁸) of fp32.

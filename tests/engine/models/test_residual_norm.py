@@ -1,0 +1,105 @@
+"""The residual add fused with the next LayerNorm (engines 8 and 9, issue 25): the kernel path
+and the PyTorch path give the same bits, and the whole lane forward with it gives the same
+logits and gradients, bit for bit, as the unfused chain it replaced (bias add, residual add,
+LayerNorm; autograd adding the stream's two gradients) — with and without MLPs and LayerNorms,
+at one to three layers, engines 8 and 9, under bf16 matmuls, and for a padded batch."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from native_paths import native_switch
+from rulelab.models import lane_forward as lane
+from rulelab.models import layer_norm_lanes
+from rulelab.models.residual_norm import ResidualLayerNorm
+from rulelab.models.transformer import EnsembleTransformer
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+
+
+@pytest.fixture
+def native(monkeypatch):
+    return native_switch(monkeypatch, layer_norm_lanes)
+
+
+def unfused_forward(model, x, low=None, in_order=True):
+    """The lane forward as it was before the fusion: each sublayer's bias added by its
+    projection, the stream by ``+``, then the next LayerNorm on its own."""
+    B = x.shape[1]
+    resid = lane.embed_lanes(model, x)
+    for i, block in enumerate(model.blocks):
+        last = i == len(model.blocks) - 1
+        attn_out = lane.attention(block.attn, lane.layer_norm(block.ln1, resid), last, low,
+                                  in_order)
+        resid = (resid[:, :, :1] if last else resid) + attn_out
+        if block.mlp is not None:
+            resid = resid + lane.mlp(block.mlp, lane.layer_norm(block.ln2, resid), low)
+    cls = lane.layer_norm(model.ln_final, resid[:, :, 0])
+    logits = lane.projection(model.W_U.transpose(1, 2), model.b_U, cls, low).transpose(1, 2)
+    return logits[:, :B]
+
+
+def _grads(model, f, x, labels):
+    model.zero_grad(set_to_none=True)
+    out = f(model, x)
+    F.cross_entropy(out.reshape(-1, out.shape[-1]), labels).backward()
+    return out.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def _same(a, b):
+    return torch.equal(a.contiguous().view(torch.int32), b.contiguous().view(torch.int32))
+
+
+# layers, d_mlp (0: attention only), LayerNorm, engine, batch (40: padded to 48)
+@pytest.mark.parametrize(("layers", "d_mlp", "ln", "engine", "B"),
+                         [(2, 48, True, 9, 64), (2, 48, True, 8, 40), (1, 32, True, 9, 48),
+                          (3, 32, True, 9, 32), (2, 0, True, 9, 32), (2, 32, False, 9, 32)])
+def test_the_fused_stream_gives_the_unfused_bits(native, layers, d_mlp, ln, engine, B):
+    cfg = MPSPRunConfig(layers=layers, heads=2, d_model=24, d_mlp=d_mlp, ln=ln, seq_len=6,
+                        vocab=20)
+    model = EnsembleTransformer(cfg, 3).init_weights([0, 1, 2])
+    gen = torch.Generator().manual_seed(layers * 10 + d_mlp)
+    with torch.no_grad():  # nonzero biases and LayerNorm weights: every term matters
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.1)
+    x = torch.randint(0, 20, (3, B, 6), generator=gen)
+    labels = torch.randint(0, 2, (3 * B,), generator=gen)
+    in_order = engine == 9
+    want = _grads(model, lambda m, x: unfused_forward(m, x, in_order=in_order), x, labels)
+    for on in (True, False):
+        got = native(on, lambda: _grads(model, lambda m, x: lane.lane_forward(m, x, in_order),
+                                        x, labels))
+        assert _same(got[0], want[0])
+        for name, g in want[1].items():
+            assert _same(got[1][name], g), (on, name)
+
+
+def test_under_bf16_matmuls_the_fused_stream_gives_the_unfused_bits(native):
+    cfg = MPSPRunConfig(layers=2, heads=2, d_model=16, d_mlp=32, seq_len=5, vocab=12)
+    model = EnsembleTransformer(cfg, 2).init_weights([0, 1])
+    x, labels = torch.randint(0, 12, (2, 32, 5)), torch.randint(0, 2, (64,))
+    want = _grads(model, lambda m, x: unfused_forward(m, x, torch.bfloat16), x, labels)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = native(True, lambda: _grads(model, lambda m, x: lane.lane_forward(m, x, True),
+                                          x, labels))
+    assert _same(got[0], want[0])
+    assert all(_same(got[1][n], g) for n, g in want[1].items())
+
+
+def test_kernel_and_pytorch_paths_agree_with_one_gradient_missing(native):
+    gen = torch.Generator().manual_seed(3)
+    base = torch.randn(2, 8, 3, 32, generator=gen)[:, :, :1]  # a view, as the last block's
+    o, bias = torch.randn(2, 8, 1, 32, generator=gen), torch.randn(2, 8, generator=gen)
+    w, b = torch.randn(2, 8, generator=gen), torch.randn(2, 8, generator=gen)
+    gy = torch.randn(2, 8, 1, 32, generator=gen)
+
+    def run():
+        leaves = [t.clone().requires_grad_() for t in (base, o, bias, w, b)]
+        s, y = ResidualLayerNorm.apply(*leaves, 1e-5)
+        y.backward(gy)  # s unused: no gradient reaches it (None, not zeros to add)
+        return [s.detach(), y.detach(), *(t.grad for t in leaves)]
+
+    ours, theirs = native(True, run), native(False, run)
+    for a, c in zip(ours, theirs, strict=True):
+        assert _same(a, c)
+    torch.testing.assert_close(ours[0], base + (o + bias[:, :, None, None]), rtol=0, atol=0)
+    torch.testing.assert_close(ours[4], ours[3].sum((2, 3)))  # the bias sums o's gradient
