@@ -9,6 +9,9 @@ trainer runs it) with every piece as shipped against the same step with one piec
 - ``residual adds apart``: each sublayer's output bias, the residual add and the next
   LayerNorm as three PyTorch-dispatched steps (bias ``add_``, ``+``, the LayerNorm kernel;
   autograd adding the stream's two gradients), instead of ``residual_norm.ResidualLayerNorm``;
+- ``QKV biases added apart``: q, k and v's biases added by their projections (a pass over
+  ``[E, 3·H·dh, T·B]`` each way) instead of by the attention core as it packs them
+  (``lane_forward.attention(core_bias=False)``);
 - ``collector walking everything``: the step outside ``engine.collector.setup_frozen`` (which
   the trainer's ``fit`` holds), so Python's full collections walk every object of the process
   (this script holds fewer than the CLI does: an underestimate).
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import statistics
 import tempfile
 import time
@@ -80,20 +84,23 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         plain_ln = without_prefetch(Path(tmp))
-        fused = lane_forward.residual
-        variants = {  # name: (LayerNorm library, embedding's library finder, residual, frozen)
-            "as shipped": (shipped_ln, shipped_embed, fused, True),
-            "LayerNorm without prefetch": (plain_ln, shipped_embed, fused, True),
-            "embedding as PyTorch ops": (shipped_ln, lambda *a: None, fused, True),
-            "residual adds apart": (shipped_ln, shipped_embed, residual_apart, True),
-            "collector walking everything": (shipped_ln, shipped_embed, fused, False),
+        fused, attention = lane_forward.residual, lane_forward.attention
+        apart = functools.partial(attention, core_bias=False)
+        variants = {  # name: LayerNorm library, embedding's library finder, residual, attention,
+            # frozen setup
+            "as shipped": (shipped_ln, shipped_embed, fused, attention, True),
+            "LayerNorm without prefetch": (plain_ln, shipped_embed, fused, attention, True),
+            "embedding as PyTorch ops": (shipped_ln, lambda *a: None, fused, attention, True),
+            "residual adds apart": (shipped_ln, shipped_embed, residual_apart, attention, True),
+            "QKV biases added apart": (shipped_ln, shipped_embed, fused, apart, True),
+            "collector walking everything": (shipped_ln, shipped_embed, fused, attention, False),
         }
         grads, times = {}, {name: [] for name in variants}
         for _ in range(7):
-            for name, (ln, embed, residual, frozen) in variants.items():
+            for name, (ln, embed, residual, attend, frozen) in variants.items():
                 layer_norm_lanes._build = lambda ln=ln: ln  # this process only
                 lane_embedding.native = embed
-                lane_forward.residual = residual
+                lane_forward.residual, lane_forward.attention = residual, attend
                 with setup_frozen() if frozen else contextlib.nullcontext():
                     grads[name] = step()
                     step()

@@ -37,6 +37,7 @@ import warnings
 import torch
 
 from rulelab.models.attention_sums import (
+    Biases,
     attend,
     attend_backward,
     fusable,
@@ -97,20 +98,42 @@ def unfused(q, k, v, scale: float, in_order: bool) -> tuple[torch.Tensor, torch.
     return mix_values(p, v), p
 
 
-def forward_core(q, k, v, scale: float, in_order: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """``z [E, H, dh, Tq, B]`` and the pattern ``p [T, E, H, Tq, B]``: engine 9's
-    (``in_order``) fused where it can run (:func:`fused`), else op by op — the same numbers."""
+def with_bias(q, k, v, bias: Biases | None) -> tuple[torch.Tensor, ...]:
+    """``q, k, v [E, H, dh, *, B]`` each plus its projection's bias ``[E, H·dh]`` (PyTorch's
+    add, as the projection's ``add_`` was); themselves where ``bias`` is None."""
+    if bias is None:
+        return q, k, v
+    return tuple(x + b.view(*x.shape[:3], 1, 1) for x, b in zip((q, k, v), bias, strict=True))
+
+
+def forward_core(q, k, v, scale: float, in_order: bool, bias: Biases | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``z [E, H, dh, Tq, B]`` and the pattern ``p [T, E, H, Tq, B]`` of q, k, v (each with
+    its bias added first, where ``bias`` gives them): engine 9's (``in_order``) fused where it
+    can run (:func:`fused`; the biases added as it packs q, k, v), else op by op — the same
+    numbers."""
     lib = fused(q, k, v) if in_order else None
-    return unfused(q, k, v, scale, in_order) if lib is None else attend(lib, q, k, v, scale)
+    if lib is None:
+        return unfused(*with_bias(q, k, v, bias), scale, in_order)
+    return attend(lib, q, k, v, scale, bias)
 
 
-def backward_core(dz, q, k, v, p, scale, dq, dk, dv, in_order: bool) -> None:
-    """:func:`core_backward`, engine 9's (``in_order``) fused where it can run."""
+def backward_core(dz, q, k, v, p, scale, dq, dk, dv, in_order: bool,
+                  bias: Biases | None = None) -> None:
+    """:func:`core_backward` (of :func:`forward_core`'s q, k, v and bias), engine 9's
+    (``in_order``) fused where it can run."""
     lib = fused(dz, q, k, v, p) if in_order else None
     if lib is None:
-        core_backward(dz, q, k, v, p, scale, dq, dk, dv, in_order)
+        core_backward(dz, *with_bias(q, k, v, bias), p, scale, dq, dk, dv, in_order)
     else:
-        attend_backward(lib, dz, q, k, v, p, scale, dq, dk, dv)
+        attend_backward(lib, dz, q, k, v, p, scale, dq, dk, dv, bias)
+
+
+def bias_grad(d: torch.Tensor, n: int) -> torch.Tensor:
+    """The gradient of a projection's bias ``[E, n]`` from the gradient ``d`` of its output
+    ``[E, n, …]``: the sum over the columns as autograd's broadcast ``add_`` formed it
+    (``at::sum_to``: a keepdim sum over the flattened columns)."""
+    return d.reshape(d.shape[0], n, -1).sum(2, keepdim=True).view(d.shape[0], n)
 
 
 def fused(*tensors: torch.Tensor) -> ctypes.CDLL | None:
@@ -130,14 +153,15 @@ def reproduces(lib) -> bool:
     gen = torch.Generator().manual_seed(0)
     qkv = torch.randn(2, 3, 2, 5, 7, 32, generator=gen) * 4  # [E, 3, H, dh, T, B]
     q, k, v = qkv.unbind(1)
-    probes = [(q, k, v), (q[:, :, :, :1], k, v)]
-    for pq, pk, pv in probes:
+    bias = tuple(torch.randn(3, 2, 10, generator=gen).unbind(0))  # [E, H·dh] each
+    probes = [(q, k, v, None), (q[:, :, :, :1], k, v, None), (q, k, v, bias)]
+    for pq, pk, pv, pb in probes:
         dz = torch.randn(*pq.shape, generator=gen)
-        want = unfused(pq, pk, pv, 0.4, True)
-        got = attend(lib, pq, pk, pv, 0.4)
+        want = unfused(*with_bias(pq, pk, pv, pb), 0.4, True)
+        got = attend(lib, pq, pk, pv, 0.4, pb)
         grads = [[torch.empty(t.shape) for t in (pq, pk, pv)] for _ in range(2)]
-        core_backward(dz, pq, pk, pv, want[1], 0.4, *grads[0], True)
-        attend_backward(lib, dz, pq, pk, pv, want[1], 0.4, *grads[1])
+        core_backward(dz, *with_bias(pq, pk, pv, pb), want[1], 0.4, *grads[0], True)
+        attend_backward(lib, dz, pq, pk, pv, want[1], 0.4, *grads[1], pb)
         pairs_ = zip([*want, *grads[0]], [*got, *grads[1]], strict=True)
         if not all(torch.equal(a, b) for a, b in pairs_):
             warnings.warn("the fused attention kernel is not used: its numbers differ from the "
@@ -149,39 +173,56 @@ def reproduces(lib) -> bool:
 
 class PackedAttention(torch.autograd.Function):
     """``qkv [E, 3, H, dh, T, B]`` (all queries) → ``z [E, H, dh, T, B]``; ``in_order``: the
-    softmax's sums as engine 9 adds them (:func:`key_sum`)."""
+    softmax's sums as engine 9 adds them (:func:`key_sum`); ``bias [E, 3·H·dh]`` (optional):
+    the QKV projection's bias, added to ``qkv`` first — by the fused core as it packs q, k, v,
+    rather than in a pass over ``qkv`` of its own."""
 
     @staticmethod
-    def forward(ctx, qkv: torch.Tensor, scale: float, in_order: bool = False) -> torch.Tensor:
-        z, p = forward_core(*qkv.unbind(1), scale, in_order)
-        ctx.save_for_backward(qkv, p)
-        ctx.scale, ctx.in_order = scale, in_order
+    def forward(ctx, qkv: torch.Tensor, scale: float, in_order: bool = False,
+                bias: torch.Tensor | None = None) -> torch.Tensor:
+        n = qkv.shape[2] * qkv.shape[3]
+        biases = None if bias is None else (bias[:, :n], bias[:, n:2 * n], bias[:, 2 * n:])
+        z, p = forward_core(*qkv.unbind(1), scale, in_order, biases)
+        ctx.save_for_backward(qkv, p, bias)
+        ctx.scale, ctx.in_order, ctx.biases = scale, in_order, biases is not None
         return z
 
     @staticmethod
     def backward(ctx, dz: torch.Tensor):
-        qkv, p = ctx.saved_tensors
+        qkv, p, bias = ctx.saved_tensors
+        n = qkv.shape[2] * qkv.shape[3]
+        biases = (bias[:, :n], bias[:, n:2 * n], bias[:, 2 * n:]) if ctx.biases else None
         d = torch.empty_like(qkv)
-        backward_core(dz.contiguous(), *qkv.unbind(1), p, ctx.scale, *d.unbind(1), ctx.in_order)
-        return d, None, None
+        backward_core(dz.contiguous(), *qkv.unbind(1), p, ctx.scale, *d.unbind(1), ctx.in_order,
+                      biases)
+        return d, None, None, bias_grad(d, 3 * n) if ctx.biases else None
 
 
 class QueryAttention(torch.autograd.Function):
     """``q [E, H, dh, 1, B]`` (one query), ``kv [E, 2, H, dh, T, B]`` → ``z [E, H, dh, 1, B]``;
-    ``in_order`` as :class:`PackedAttention`'s."""
+    ``in_order`` as :class:`PackedAttention`'s; ``q_bias [E, H·dh]``, ``kv_bias [E, 2·H·dh]``
+    (optional, together): the projections' biases, added first as :class:`PackedAttention`
+    adds its own."""
 
     @staticmethod
-    def forward(ctx, q: torch.Tensor, kv: torch.Tensor, scale: float, in_order: bool = False
+    def forward(ctx, q: torch.Tensor, kv: torch.Tensor, scale: float, in_order: bool = False,
+                q_bias: torch.Tensor | None = None, kv_bias: torch.Tensor | None = None
                 ) -> torch.Tensor:
-        z, p = forward_core(q, *kv.unbind(1), scale, in_order)
-        ctx.save_for_backward(q, kv, p)
-        ctx.scale, ctx.in_order = scale, in_order
+        n = q.shape[1] * q.shape[2]
+        biases = None if q_bias is None else (q_bias, kv_bias[:, :n], kv_bias[:, n:])
+        z, p = forward_core(q, *kv.unbind(1), scale, in_order, biases)
+        ctx.save_for_backward(q, kv, p, q_bias, kv_bias)
+        ctx.scale, ctx.in_order, ctx.biases = scale, in_order, biases is not None
         return z
 
     @staticmethod
     def backward(ctx, dz: torch.Tensor):
-        q, kv, p = ctx.saved_tensors
+        q, kv, p, q_bias, kv_bias = ctx.saved_tensors
+        n = q.shape[1] * q.shape[2]
+        biases = (q_bias, kv_bias[:, :n], kv_bias[:, n:]) if ctx.biases else None
         dq, dkv = torch.empty_like(q), torch.empty_like(kv)
         backward_core(dz.contiguous(), q, *kv.unbind(1), p, ctx.scale, dq, *dkv.unbind(1),
-                      ctx.in_order)
-        return dq, dkv, None, None
+                      ctx.in_order, biases)
+        if not ctx.biases:
+            return dq, dkv, None, None, None, None
+        return dq, dkv, None, None, bias_grad(dq, n), bias_grad(dkv, 2 * n)

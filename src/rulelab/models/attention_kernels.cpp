@@ -144,17 +144,28 @@ inline void block_matmul(const float* a, int64_t a_m, int64_t a_r, const float* 
 // the sums then read consecutive lines. Read in place, a slab's rows lie B or T·B floats apart,
 // near powers of two, so they fall into the same few L1 sets and evict one another; copied
 // nb blocks at a time, each row is read as one run of nb·W floats the prefetcher follows.
+// With bias (R floats), X[r][m] + bias[r] is copied: the projection's bias added here, rounded
+// once as PyTorch's add_ after the matmul did, instead of in a pass of its own.
 const float* pack(const float* x, int64_t x_r, int64_t x_m, int64_t R, int64_t M, int64_t nb,
-                  std::vector<float>& buf) {
+                  std::vector<float>& buf, const float* bias = nullptr) {
   const int64_t slab = R * M * W;
   buf.resize(static_cast<size_t>(nb * slab));
   for (int64_t r = 0; r < R; ++r)
     for (int64_t m = 0; m < M; ++m) {
       const float* row = x + r * x_r + m * x_m;
       float* p = buf.data() + (r * M + m) * W;
+      if (bias == nullptr) {
+        for (int64_t blk = 0; blk < nb; ++blk)
+#pragma GCC unroll 16
+          for (int v = 0; v < NV; ++v)
+            vstore(p + blk * slab + v * L, vload(row + blk * W + v * L));
+        continue;
+      }
+      const vec b = vset(bias[r]);
       for (int64_t blk = 0; blk < nb; ++blk)
 #pragma GCC unroll 16
-        for (int v = 0; v < NV; ++v) vstore(p + blk * slab + v * L, vload(row + blk * W + v * L));
+        for (int v = 0; v < NV; ++v)
+          vstore(p + blk * slab + v * L, vadd(vload(row + blk * W + v * L), b));
     }
   return buf.data();
 }
@@ -217,6 +228,15 @@ struct Strided {
   const float* at(int64_t me, int64_t hd, int64_t b) const { return x + me * e + hd * h + b; }
 };
 
+// A projection's bias per member ([E][H·dh] strided e; none: null): head h's dh floats.
+struct Bias {
+  const float* b;
+  int64_t e;
+  const float* at(int64_t me, int64_t hd, int64_t dh) const {
+    return b == nullptr ? nullptr : b + me * e + hd * dh;
+  }
+};
+
 // Member e's head h of q [dh][Tq], k and v [dh][T] over nb blocks from example b0, packed
 // (pack) for the fused core; block(blk): the three slabs of one block of W examples.
 struct PackedQKV {
@@ -227,12 +247,13 @@ struct PackedQKV {
   }
 };
 
-inline PackedQKV pack_qkv(const Strided& q, const Strided& k, const Strided& v, int64_t e,
-                          int64_t h, int64_t b0, int64_t nb, int64_t dh, int64_t Tq, int64_t T,
-                          std::vector<float> (&buf)[3]) {
-  return {pack(q.at(e, h, b0), q.c, q.pos, dh, Tq, nb, buf[0]),
-          pack(k.at(e, h, b0), k.c, k.pos, dh, T, nb, buf[1]),
-          pack(v.at(e, h, b0), v.c, v.pos, dh, T, nb, buf[2]), dh * Tq * W, dh * T * W};
+inline PackedQKV pack_qkv(const Strided& q, const Strided& k, const Strided& v,
+                          const Bias (&bias)[3], int64_t e, int64_t h, int64_t b0, int64_t nb,
+                          int64_t dh, int64_t Tq, int64_t T, std::vector<float> (&buf)[3]) {
+  return {pack(q.at(e, h, b0), q.c, q.pos, dh, Tq, nb, buf[0], bias[0].at(e, h, dh)),
+          pack(k.at(e, h, b0), k.c, k.pos, dh, T, nb, buf[1], bias[1].at(e, h, dh)),
+          pack(v.at(e, h, b0), v.c, v.pos, dh, T, nb, buf[2], bias[2].at(e, h, dh)),
+          dh * Tq * W, dh * T * W};
 }
 
 }  // namespace
@@ -282,21 +303,24 @@ void rl_pairs(const float* w, const float* x, int64_t x_e, int64_t x_h, int64_t 
 //   p[i][:] = softmax(scale · s[i][:])    (softmax_rows)
 //   z[c][i] = Σ_j p[i][j]·v[c][j]        (j in order: rl_weighted_sum's chain)
 // q, k, v, z strided (e, h, c, position); p written [T, E, H, Tq, B] for the backward, as the
-// unfused path saves it. A block's q, k, v are packed CHUNK blocks at a time (pack) and its
-// scores never leave a W·Tq·T buffer.
+// unfused path saves it. A block's q, k, v are packed CHUNK blocks at a time (pack) — each
+// with its projection's bias added where one is given (bq, bk, bv: [E][H·dh], member strides
+// bq_e, …; null: none) — and its scores never leave a W·Tq·T buffer.
 void rl_attend(const float* q, int64_t q_e, int64_t q_h, int64_t q_c, int64_t q_i,
                const float* k, int64_t k_e, int64_t k_h, int64_t k_c, int64_t k_j,
                const float* v, int64_t v_e, int64_t v_h, int64_t v_c, int64_t v_j,
                float* z, int64_t z_e, int64_t z_h, int64_t z_c, int64_t z_i, float* p,
                int64_t E, int64_t H, int64_t dh, int64_t Tq, int64_t T, int64_t B,
-               float scale, vexp_fn ex, long long mode) {
+               float scale, vexp_fn ex, long long mode, const float* bq, int64_t bq_e,
+               const float* bk, int64_t bk_e, const float* bv, int64_t bv_e) {
   thread_local std::vector<float> qkv_buf[3], sb;
   sb.resize(static_cast<size_t>(Tq * T * W));
   float* s = sb.data();  // [i][j][W]
   const int64_t p_j = E * H * Tq * B;
   const Strided qs{q, q_e, q_h, q_c, q_i}, ks{k, k_e, k_h, k_c, k_j}, vs{v, v_e, v_h, v_c, v_j};
+  const Bias bias[3] = {{bq, bq_e}, {bk, bk_e}, {bv, bv_e}};
   each_chunk(E, H, B, [&](int64_t e, int64_t h, int64_t b0, int64_t nb) {
-    const PackedQKV packed = pack_qkv(qs, ks, vs, e, h, b0, nb, dh, Tq, T, qkv_buf);
+    const PackedQKV packed = pack_qkv(qs, ks, vs, bias, e, h, b0, nb, dh, Tq, T, qkv_buf);
     for (int64_t blk = 0; blk < nb; ++blk) {
       const int64_t b = b0 + blk * W;
       const PackedQKV x = packed.block(blk);
@@ -320,7 +344,7 @@ void rl_attend(const float* q, int64_t q_e, int64_t q_h, int64_t q_c, int64_t q_
 //   ds[i][j] = ((dp[i][j] − Σ_j' p[i][j']·dp[i][j']) · p[i][j]) · scale   (Σ_j' in order)
 //   dq[c][i] = Σ_j ds[i][j]·k[c][j],  dk[c][j] = Σ_i ds[i][j]·q[c][i]
 // — each the chain, and the softmax backward the op order, of attention_core.core_backward
-// in engine 9's order (in_order).
+// in engine 9's order (in_order). q, k, v with their biases added as rl_attend's.
 // dq, dk, dv strided like q, k, v (they may be views into one buffer).
 void rl_attend_backward(
     const float* q, int64_t q_e, int64_t q_h, int64_t q_c, int64_t q_i,
@@ -330,7 +354,8 @@ void rl_attend_backward(
     float* dq, int64_t dq_e, int64_t dq_h, int64_t dq_c, int64_t dq_i,
     float* dk, int64_t dk_e, int64_t dk_h, int64_t dk_c, int64_t dk_j,
     float* dv, int64_t dv_e, int64_t dv_h, int64_t dv_c, int64_t dv_j,
-    int64_t E, int64_t H, int64_t dh, int64_t Tq, int64_t T, int64_t B, float scale) {
+    int64_t E, int64_t H, int64_t dh, int64_t Tq, int64_t T, int64_t B, float scale,
+    const float* bq, int64_t bq_e, const float* bk, int64_t bk_e, const float* bv, int64_t bv_e) {
   thread_local std::vector<float> qkv_buf[3], gb, pb, dpb, dsb;
   dpb.resize(static_cast<size_t>(Tq * T * W));
   dsb.resize(static_cast<size_t>(Tq * T * W));
@@ -338,8 +363,9 @@ void rl_attend_backward(
   float* ds = dsb.data();  // [i][j][W]
   const vec sc = vset(scale);
   const Strided qs{q, q_e, q_h, q_c, q_i}, ks{k, k_e, k_h, k_c, k_j}, vs{v, v_e, v_h, v_c, v_j};
+  const Bias bias[3] = {{bq, bq_e}, {bk, bk_e}, {bv, bv_e}};
   each_chunk(E, H, B, [&](int64_t e, int64_t h, int64_t b0, int64_t nb) {
-    const PackedQKV packed = pack_qkv(qs, ks, vs, e, h, b0, nb, dh, Tq, T, qkv_buf);
+    const PackedQKV packed = pack_qkv(qs, ks, vs, bias, e, h, b0, nb, dh, Tq, T, qkv_buf);
     const float* gp = pack(dz + e * g_e + h * g_h + b0, g_c, g_i, dh, Tq, nb, gb);
     // p [T][Tq] per block: p[j][i]
     const float* pp = pack(p + (e * H + h) * Tq * B + b0, E * H * Tq * B, B, T, Tq, nb, pb);

@@ -55,9 +55,10 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     strided = [p, i, i, i, i]  # a tensor and its (e, h, c, position) strides
     shape = [i] * 6  # E, H, dh, Tq, T, B
     f = ctypes.c_float
-    # q k v z, p, shape, scale, exp and its mode
-    lib.rl_attend.argtypes = [*strided * 4, p, *shape, f, p, ctypes.c_longlong]
-    lib.rl_attend_backward.argtypes = [*strided * 4, p, *strided * 3, *shape, f]
+    biases = [p, i] * 3  # q's, k's and v's bias and member stride (null: none)
+    # q k v z, p, shape, scale, exp and its mode, biases
+    lib.rl_attend.argtypes = [*strided * 4, p, *shape, f, p, ctypes.c_longlong, *biases]
+    lib.rl_attend_backward.argtypes = [*strided * 4, p, *strided * 3, *shape, f, *biases]
     for name in ("rl_scores", "rl_weighted_sum", "rl_pairs", "rl_attend", "rl_attend_backward"):
         getattr(lib, name).restype = None
     return lib
@@ -165,22 +166,38 @@ def _strided(t: torch.Tensor) -> tuple:
     return (t.data_ptr(), *t.stride()[:4])
 
 
-def attend(lib: ctypes.CDLL, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float
-           ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The fused core: ``q [E, H, dh, Tq, B]``, ``k, v [E, H, dh, T, B]`` → ``z [E, H, dh, Tq,
-    B]`` and the pattern ``p [T, E, H, Tq, B]`` (for :func:`attend_backward`)."""
+Biases = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # q's, k's, v's: [E, H·dh] each
+
+
+def _biases(bias: Biases | None) -> tuple:
+    """The kernels' bias arguments: each bias's address and member stride (its H·dh floats
+    contiguous), or none."""
+    if bias is None:
+        return (None, 0) * 3
+    if any(b.stride(-1) != 1 or b.dtype != torch.float32 for b in bias):
+        raise ValueError("attention biases: float32 with each member's H·dh floats contiguous")
+    return tuple(x for b in bias for x in (b.data_ptr(), b.stride(0)))
+
+
+def attend(lib: ctypes.CDLL, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
+           bias: Biases | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fused core: ``q [E, H, dh, Tq, B]``, ``k, v [E, H, dh, T, B]`` (each with its
+    projection's bias added first, where ``bias`` gives them) → ``z [E, H, dh, Tq, B]`` and
+    the pattern ``p [T, E, H, Tq, B]`` (for :func:`attend_backward`)."""
     E, H, dh, Tq, B = q.shape
     T = k.shape[3]
     z = q.new_empty(E, H, dh, Tq, B)
     p = q.new_empty(T, E, H, Tq, B)
     lib.rl_attend(*_strided(q), *_strided(k), *_strided(v), *_strided(z), p.data_ptr(),
-                  E, H, dh, Tq, T, B, scale, torch_exp(), VML_MODE)
+                  E, H, dh, Tq, T, B, scale, torch_exp(), VML_MODE, *_biases(bias))
     return z, p
 
 
-def attend_backward(lib: ctypes.CDLL, dz, q, k, v, p, scale, dq, dk, dv) -> None:
-    """Gradients of :func:`attend` written into ``dq`` (shaped as q), ``dk`` and ``dv``."""
+def attend_backward(lib: ctypes.CDLL, dz, q, k, v, p, scale, dq, dk, dv,
+                    bias: Biases | None = None) -> None:
+    """Gradients of :func:`attend` (q, k, v and ``bias`` as given to it) written into ``dq``
+    (shaped as q), ``dk`` and ``dv``: the gradients of the biased q, k, v."""
     E, H, dh, Tq, B = q.shape
     lib.rl_attend_backward(*_strided(q), *_strided(k), *_strided(v), *_strided(dz),
                            p.data_ptr(), *_strided(dq), *_strided(dk), *_strided(dv),
-                           E, H, dh, Tq, k.shape[3], B, scale)
+                           E, H, dh, Tq, k.shape[3], B, scale, *_biases(bias))

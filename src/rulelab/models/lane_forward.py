@@ -61,12 +61,15 @@ def projection(weight_t: torch.Tensor, bias: torch.Tensor | None, x: torch.Tenso
 
 
 def attention(attn, x: torch.Tensor, cls_only: bool, low: torch.dtype | None = None,
-              in_order: bool = False, out_bias: bool = True) -> torch.Tensor:
+              in_order: bool = False, out_bias: bool = True, core_bias: bool = True
+              ) -> torch.Tensor:
     """``x [E, d, T, B] → [E, d, T', B]`` through the weights of ``attn``
     (:class:`~rulelab.models.components.Attention`); ``cls_only`` keeps the query at position 0
     (``T' = 1``) and projects only its q; ``low``: the matmuls' operand dtype
     (:func:`projection`); ``in_order``: engine 9's core (:class:`PackedAttention`);
-    ``out_bias=False``: without the output projection's bias (:func:`residual` adds it)."""
+    ``out_bias=False``: without the output projection's bias (:func:`residual` adds it);
+    ``core_bias``: q, k and v's biases added by the attention core as it reads them (else by
+    the projections, a pass of their own: the same numbers, ``bench/native_pieces.py``)."""
     E, d, T, B = x.shape
     H, dh = attn.n_heads, attn.d_head
     n = H * dh
@@ -74,17 +77,24 @@ def attention(attn, x: torch.Tensor, cls_only: bool, low: torch.dtype | None = N
     b = torch.cat([attn.b_Q, attn.b_K, attn.b_V], dim=1).reshape(E, 3 * n)
     cols = x.reshape(E, d, T * B)  # columns (position, example)
     scale = 1.0 / math.sqrt(dh)
+    by_proj, by_core = (None, b) if core_bias else (b, None)  # who adds q, k and v's biases
     if cls_only:
-        q = projection(Wt[:, :n], b[:, :n], cols[:, :, :B], low).view(E, H, dh, 1, B)
-        kv = projection(Wt[:, n:], b[:, n:], cols, low).view(E, 2, H, dh, T, B)
-        z = QueryAttention.apply(q, kv, scale, in_order)  # [E, H, dh, 1, B]
+        q = projection(Wt[:, :n], _part(by_proj, 0, n), cols[:, :, :B], low).view(E, H, dh, 1, B)
+        kv = projection(Wt[:, n:], _part(by_proj, n, None), cols, low).view(E, 2, H, dh, T, B)
+        z = QueryAttention.apply(q, kv, scale, in_order, _part(by_core, 0, n),
+                                 _part(by_core, n, None))  # [E, H, dh, 1, B]
     else:
-        qkv = projection(Wt, b, cols, low).view(E, 3, H, dh, T, B)
-        z = PackedAttention.apply(qkv, scale, in_order)  # [E, H, dh, T, B]
+        qkv = projection(Wt, by_proj, cols, low).view(E, 3, H, dh, T, B)
+        z = PackedAttention.apply(qkv, scale, in_order, by_core)  # [E, H, dh, T, B]
     Tq = z.shape[3]
     Wo_t = attn.W_O.reshape(E, n, d).transpose(1, 2)  # [E, d, H·dh]
     b_O = attn.b_O if out_bias else None
     return projection(Wo_t, b_O, z.reshape(E, n, Tq * B), low).view(E, d, Tq, B)
+
+
+def _part(b: torch.Tensor | None, start: int, stop: int | None) -> torch.Tensor | None:
+    """Columns ``start:stop`` of a bias ``[E, m]`` (None: none)."""
+    return None if b is None else b[:, start:stop]
 
 
 def mlp(m, x: torch.Tensor, low: torch.dtype | None = None, out_bias: bool = True

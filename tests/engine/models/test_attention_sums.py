@@ -178,6 +178,44 @@ def test_the_fused_core_gives_engine_9s_pytorch_chains_bits(native, E, H, dh, T,
         assert denormal.any() and (want[1] == 0).any()
 
 
+@pytest.mark.parametrize(("Tq", "B"), [(11, 48), (1, 32)])
+def test_the_fused_core_adds_the_projections_biases_as_pytorchs_add_did(native, Tq, B):
+    """q, k and v's biases added as the fused core packs them (engine 9 since the twelfth
+    session) give the bits of q, k, v biased by PyTorch first, forward and backward — and
+    both autograd functions return the biases' gradients autograd's broadcast add formed."""
+    if sums.torch_exp() is None:
+        pytest.skip("this PyTorch has no MKL exp to fuse with")
+    E, H, dh, T = 3, 2, 12, 11
+    g = torch.Generator().manual_seed(Tq)
+    raw = torch.randn(E, 3, H, dh, T, B, generator=g) * 4
+    bias = torch.randn(E, 3 * H * dh, generator=g)  # [b_Q | b_K | b_V] per member
+    dz = torch.randn(E, H, dh, Tq, B, generator=g)
+    n = H * dh
+
+    def autograd(with_core_bias: bool):
+        x, b = raw.clone().requires_grad_(), bias.clone().requires_grad_()
+        if Tq == 1:
+            q, kv = x[:, 0, :, :, :1].contiguous(), x[:, 1:]
+            if with_core_bias:
+                z = QueryAttention.apply(q, kv, 0.3, True, b[:, :n], b[:, n:])
+            else:
+                qb = q + b[:, :n].reshape(E, H, dh, 1, 1)
+                kvb = kv + b[:, n:].reshape(E, 2, H, dh, 1, 1)
+                z = QueryAttention.apply(qb, kvb, 0.3, True)
+        elif with_core_bias:
+            z = PackedAttention.apply(x, 0.3, True, b)
+        else:  # as lane_forward did: the projection's bias add_ over [E, 3n, T·B]
+            xb = x.reshape(E, 3 * n, T * B).add(b.unsqueeze(2)).view(x.shape)
+            z = PackedAttention.apply(xb, 0.3, True)
+        (z * dz).sum().backward()
+        return z, x.grad, b.grad
+
+    for on in (True, False):
+        got, want = native(on, lambda: autograd(True)), native(on, lambda: autograd(False))
+        for name, a, c in zip(("z", "d qkv", "d bias"), got, want, strict=True):
+            assert torch.equal(a, c), (on, name)
+
+
 def test_the_exp_found_is_pytorchs_own_to_the_bit():
     if (address := sums.torch_exp()) is None:
         pytest.skip("this PyTorch has no MKL exp")

@@ -1,8 +1,11 @@
-"""The residual add fused with the next LayerNorm (engines 8 and 9, issue 25): the kernel path
-and the PyTorch path give the same bits, and the whole lane forward with it gives the same
-logits and gradients, bit for bit, as the unfused chain it replaced (bias add, residual add,
+"""The residual add fused with the next LayerNorm, and the QKV biases added by the attention core
+(engines 8 and 9, issue 25): the kernel path and the PyTorch path give the same bits, and the
+whole lane forward with both gives the same logits and gradients, bit for bit, as the unfused
+chain they replaced (each projection's bias added after its matmul, the residual add, the
 LayerNorm; autograd adding the stream's two gradients) — with and without MLPs and LayerNorms,
 at one to three layers, engines 8 and 9, under bf16 matmuls, and for a padded batch."""
+
+import math
 
 import pytest
 import torch
@@ -11,6 +14,7 @@ import torch.nn.functional as F
 from native_paths import native_switch
 from rulelab.models import lane_forward as lane
 from rulelab.models import layer_norm_lanes
+from rulelab.models.attention_core import PackedAttention, QueryAttention
 from rulelab.models.residual_norm import ResidualLayerNorm
 from rulelab.models.transformer import EnsembleTransformer
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
@@ -21,6 +25,27 @@ def native(monkeypatch):
     return native_switch(monkeypatch, layer_norm_lanes)
 
 
+def unfused_attention(attn, x, cls_only, low, in_order):
+    """``lane_forward.attention`` as it was: every projection's bias added after its matmul."""
+    E, d, T, B = x.shape
+    H, dh = attn.n_heads, attn.d_head
+    n = H * dh
+    Wt = torch.cat([attn.W_Q, attn.W_K, attn.W_V], dim=1).transpose(2, 3).reshape(E, 3 * n, d)
+    b = torch.cat([attn.b_Q, attn.b_K, attn.b_V], dim=1).reshape(E, 3 * n)
+    cols = x.reshape(E, d, T * B)
+    scale = 1.0 / math.sqrt(dh)
+    if cls_only:
+        q = lane.projection(Wt[:, :n], b[:, :n], cols[:, :, :B], low).view(E, H, dh, 1, B)
+        kv = lane.projection(Wt[:, n:], b[:, n:], cols, low).view(E, 2, H, dh, T, B)
+        z = QueryAttention.apply(q, kv, scale, in_order)
+    else:
+        qkv = lane.projection(Wt, b, cols, low).view(E, 3, H, dh, T, B)
+        z = PackedAttention.apply(qkv, scale, in_order)
+    Tq = z.shape[3]
+    Wo_t = attn.W_O.reshape(E, n, d).transpose(1, 2)
+    return lane.projection(Wo_t, attn.b_O, z.reshape(E, n, Tq * B), low).view(E, d, Tq, B)
+
+
 def unfused_forward(model, x, low=None, in_order=True):
     """The lane forward as it was before the fusion: each sublayer's bias added by its
     projection, the stream by ``+``, then the next LayerNorm on its own."""
@@ -28,8 +53,8 @@ def unfused_forward(model, x, low=None, in_order=True):
     resid = lane.embed_lanes(model, x)
     for i, block in enumerate(model.blocks):
         last = i == len(model.blocks) - 1
-        attn_out = lane.attention(block.attn, lane.layer_norm(block.ln1, resid), last, low,
-                                  in_order)
+        attn_out = unfused_attention(block.attn, lane.layer_norm(block.ln1, resid), last, low,
+                                     in_order)
         resid = (resid[:, :, :1] if last else resid) + attn_out
         if block.mlp is not None:
             resid = resid + lane.mlp(block.mlp, lane.layer_norm(block.ln2, resid), low)
