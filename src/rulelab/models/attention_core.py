@@ -175,27 +175,31 @@ class PackedAttention(torch.autograd.Function):
     """``qkv [E, 3, H, dh, T, B]`` (all queries) → ``z [E, H, dh, T, B]``; ``in_order``: the
     softmax's sums as engine 9 adds them (:func:`key_sum`); ``bias [E, 3·H·dh]`` (optional):
     the QKV projection's bias, added to ``qkv`` first — by the fused core as it packs q, k, v,
-    rather than in a pass over ``qkv`` of its own."""
+    rather than in a pass over ``qkv`` of its own (op by op: by PyTorch before the core, as
+    the projection did)."""
 
     @staticmethod
     def forward(ctx, qkv: torch.Tensor, scale: float, in_order: bool = False,
                 bias: torch.Tensor | None = None) -> torch.Tensor:
+        ctx.has_bias = bias is not None
+        if bias is not None and not (in_order and fused(*qkv.unbind(1))):
+            qkv, bias = qkv + bias.view(*qkv.shape[:4], 1, 1), None  # op by op: added first
         n = qkv.shape[2] * qkv.shape[3]
         biases = None if bias is None else (bias[:, :n], bias[:, n:2 * n], bias[:, 2 * n:])
         z, p = forward_core(*qkv.unbind(1), scale, in_order, biases)
         ctx.save_for_backward(qkv, p, bias)
-        ctx.scale, ctx.in_order, ctx.biases = scale, in_order, biases is not None
+        ctx.scale, ctx.in_order = scale, in_order
         return z
 
     @staticmethod
     def backward(ctx, dz: torch.Tensor):
         qkv, p, bias = ctx.saved_tensors
         n = qkv.shape[2] * qkv.shape[3]
-        biases = (bias[:, :n], bias[:, n:2 * n], bias[:, 2 * n:]) if ctx.biases else None
+        biases = None if bias is None else (bias[:, :n], bias[:, n:2 * n], bias[:, 2 * n:])
         d = torch.empty_like(qkv)
         backward_core(dz.contiguous(), *qkv.unbind(1), p, ctx.scale, *d.unbind(1), ctx.in_order,
                       biases)
-        return d, None, None, bias_grad(d, 3 * n) if ctx.biases else None
+        return d, None, None, bias_grad(d, 3 * n) if ctx.has_bias else None
 
 
 class QueryAttention(torch.autograd.Function):
@@ -208,21 +212,25 @@ class QueryAttention(torch.autograd.Function):
     def forward(ctx, q: torch.Tensor, kv: torch.Tensor, scale: float, in_order: bool = False,
                 q_bias: torch.Tensor | None = None, kv_bias: torch.Tensor | None = None
                 ) -> torch.Tensor:
+        ctx.has_bias = q_bias is not None
+        if q_bias is not None and not (in_order and fused(q, *kv.unbind(1))):
+            q = q + q_bias.view(*q.shape[:3], 1, 1)  # op by op: added first
+            kv, q_bias, kv_bias = kv + kv_bias.view(*kv.shape[:4], 1, 1), None, None
         n = q.shape[1] * q.shape[2]
         biases = None if q_bias is None else (q_bias, kv_bias[:, :n], kv_bias[:, n:])
         z, p = forward_core(q, *kv.unbind(1), scale, in_order, biases)
         ctx.save_for_backward(q, kv, p, q_bias, kv_bias)
-        ctx.scale, ctx.in_order, ctx.biases = scale, in_order, biases is not None
+        ctx.scale, ctx.in_order = scale, in_order
         return z
 
     @staticmethod
     def backward(ctx, dz: torch.Tensor):
         q, kv, p, q_bias, kv_bias = ctx.saved_tensors
         n = q.shape[1] * q.shape[2]
-        biases = (q_bias, kv_bias[:, :n], kv_bias[:, n:]) if ctx.biases else None
+        biases = None if q_bias is None else (q_bias, kv_bias[:, :n], kv_bias[:, n:])
         dq, dkv = torch.empty_like(q), torch.empty_like(kv)
         backward_core(dz.contiguous(), q, *kv.unbind(1), p, ctx.scale, dq, *dkv.unbind(1),
                       ctx.in_order, biases)
-        if not ctx.biases:
+        if not ctx.has_bias:
             return dq, dkv, None, None, None, None
         return dq, dkv, None, None, bias_grad(dq, n), bias_grad(dkv, 2 * n)

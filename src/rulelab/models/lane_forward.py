@@ -37,7 +37,6 @@ import torch.nn.functional as F
 
 from rulelab.models import lane_embedding
 from rulelab.models.attention_core import PAD, PackedAttention, QueryAttention
-from rulelab.models.lane_embedding import LaneEmbedding
 from rulelab.models.layer_norm_lanes import LaneLayerNorm
 from rulelab.models.residual_norm import ResidualLayerNorm
 
@@ -149,13 +148,13 @@ def embed_padded(model, x: torch.Tensor) -> torch.Tensor:
 
 def embed_lanes(model, x: torch.Tensor) -> torch.Tensor:
     """``x [E, B, n]`` → the residual stream's start ``[E, d, T, B']`` (engines 8 and 9): one
-    native pass each way where it builds (:class:`LaneEmbedding`), else :func:`embed_tokens`
-    transposed — the same numbers."""
+    native pass each way where it builds (:class:`~rulelab.models.lane_embedding.LaneEmbedding`),
+    else :func:`embed_tokens` transposed — the same numbers."""
     tokens = padded_tokens(model, x).contiguous()
     lib = lane_embedding.native(tokens, model.W_E, model.W_pos)
     if lib is None:
         return embed_tokens(model, tokens).permute(0, 3, 1, 2).contiguous()
-    return LaneEmbedding.apply(tokens, model.W_E, model.W_pos, lib)
+    return lane_embedding.LaneEmbedding.apply(tokens, model.W_E, model.W_pos, lib)
 
 
 def matmul_dtype() -> torch.dtype | None:
