@@ -39,6 +39,7 @@ bench: setup
 	$(BIN)/python bench/step_parts.py
 	$(BIN)/python bench/step_parts.py --size ladder
 	$(BIN)/python bench/native_pieces.py --size ladder
+	$(BIN)/python bench/cold_kernels.py
 	$(BIN)/python bench/command_throughput.py
 	$(BIN)/python bench/modular_throughput.py
 	$(BIN)/python bench/tracking_overhead.py --epochs 100 --seeds 4 --reps 1
