@@ -25,8 +25,9 @@ constexpr int64_t DMAX = 256;  // features at most (lane_embedding.py falls back
 
 extern "C" {
 
-// out [E, d, T, B] contiguous; W_E [E, V, d], W_pos [E, P, d] contiguous (P ≥ T). Returns the
-// number of tokens out of [0, V) (then nothing is written past the tile that met one).
+// out [E, d, T, B] contiguous; W_E [E, V, d], W_pos [E, P, d] contiguous (P ≥ T). Returns 0,
+// or 1 at the first tile with a token out of [0, V) (out is then partly written: the caller
+// raises and discards it).
 int64_t rl_embed_forward(const int64_t* tok, const float* w_e, const float* w_pos, float* out,
                          int64_t E, int64_t V, int64_t P, int64_t d, int64_t T, int64_t B) {
   alignas(64) float tile[W][DMAX];  // [example][feature]: rows gathered, then transposed
