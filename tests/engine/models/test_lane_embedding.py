@@ -2,7 +2,7 @@
 kernels give PyTorch's path bit for bit — the forward, the token table's gradient (the chain
 ``embedding_dense_backward`` adds, a lone -0.0 turned +0.0 included) and the positions' — on
 repeated and unused tokens, padded batches and a position table longer than the input; a bad
-token id is refused (IndexError, no output returned); where nothing builds, the PyTorch path runs."""
+token id is refused (IndexError, no output returned); where nothing builds, PyTorch runs."""
 
 import pytest
 import torch
