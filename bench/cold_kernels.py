@@ -20,8 +20,9 @@ import torch
 from rulelab.engine.allocator import keep_heap
 from rulelab.models import layer_norm_lanes
 from rulelab.models.attention_sums import attend, attend_backward, fusable
+from step_parts import B, E, T
 
-E, H, T, B = 4, 2, 11, 512  # members, heads, positions, examples: one micro-batch
+H = 2  # heads (the micro-batch's other sizes: step_parts)
 SIZES = {"ladder 2k": 24, "paper": 64}  # d_model (2 heads of d_model / 2)
 
 

@@ -17,7 +17,7 @@ trainer runs it) with every piece as shipped against the same step with one piec
   (this script holds fewer than the CLI does: an underestimate).
 
 Each variant gives the same gradients bit for bit (checked here before timing). Rounds alternate;
-medians of 7 rounds of 8 steps. The README's "Native pieces" table reads it.
+medians of 7 rounds of 8 steps. The README's "Same numbers, fewer passes" table reads it.
 
     python bench/native_pieces.py [--size paper|ladder]
 """
@@ -35,14 +35,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from rulelab.engine.allocator import keep_heap
 from rulelab.engine.collector import setup_frozen
 from rulelab.models import lane_embedding, lane_forward, layer_norm_lanes, native_build
-from rulelab.models.transformer import FUSED_LANE_ENGINE, EnsembleTransformer
-from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
-from step_parts import SIZES
-
-E, B, T = 4, 512, 11  # members, micro-batch, positions (CLS + 10)
+from step_parts import SIZES, B, E, micro_batch
 
 
 def without_prefetch(tmp: Path):
@@ -66,13 +61,7 @@ def main() -> None:
     ap.add_argument("--size", choices=sorted(SIZES), default="paper")
     args = ap.parse_args()
     D, M = SIZES[args.size]
-    keep_heap()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    cfg = MPSPRunConfig(layers=2, heads=2, d_model=D, d_mlp=M, seq_len=T - 1, vocab=64)
-    model = EnsembleTransformer(cfg, E).init_weights(list(range(E)))
-    model.engine = FUSED_LANE_ENGINE
-    tokens, labels = torch.randint(0, 64, (E, B, T - 1)), torch.randint(0, 2, (E * B,))
+    model, tokens, labels = micro_batch(args.size)
     shipped_ln, shipped_embed = layer_norm_lanes._build(), lane_embedding.native
     if isinstance(shipped_ln, str) or lane_embedding.unavailable():
         raise SystemExit("error: the native kernels do not build here")

@@ -55,19 +55,27 @@ def median_ms(step, n: int = 15) -> float:
     return statistics.median(times) * 1e3
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size", choices=sorted(SIZES), default="paper")
-    args = ap.parse_args()
-    D, M = SIZES[args.size]
+def micro_batch(size: str) -> tuple[EnsembleTransformer, torch.Tensor, torch.Tensor]:
+    """Study S's 2L model at ``size`` (:data:`SIZES`) under engine 9, and one micro-batch's
+    tokens and labels — on one thread, glibc's heap kept, seeded — as the trainer runs it."""
+    D, M = SIZES[size]
     keep_heap()
     torch.set_num_threads(1)
     torch.manual_seed(0)
     cfg = MPSPRunConfig(layers=2, heads=2, d_model=D, d_mlp=M, seq_len=T - 1, vocab=64)
     model = EnsembleTransformer(cfg, E).init_weights(list(range(E)))
     model.engine = FUSED_LANE_ENGINE
-    block = model.blocks[0]
     tokens, labels = torch.randint(0, 64, (E, B, T - 1)), torch.randint(0, 2, (E * B,))
+    return model, tokens, labels
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", choices=sorted(SIZES), default="paper")
+    args = ap.parse_args()
+    D, M = SIZES[args.size]
+    model, tokens, labels = micro_batch(args.size)
+    block = model.blocks[0]
     x = torch.randn(E, D, T, B, requires_grad=True)  # the residual stream, engines 8 and 9's layout
     cols = x.reshape(E, D, T * B)
     w_qkv = torch.randn(E, 3 * D, D, requires_grad=True)  # Q, K and V of 2 heads of D / 2

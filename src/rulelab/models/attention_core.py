@@ -106,13 +106,17 @@ def with_bias(q, k, v, bias: Biases | None) -> tuple[torch.Tensor, ...]:
     return tuple(x + b.view(*x.shape[:3], 1, 1) for x, b in zip((q, k, v), bias, strict=True))
 
 
-def forward_core(q, k, v, scale: float, in_order: bool, bias: Biases | None = None
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+def core_library(in_order: bool, *tensors: torch.Tensor) -> ctypes.CDLL | None:
+    """Engine 9's (``in_order``) fused core where it runs on these tensors (:func:`fused`)."""
+    return fused(*tensors) if in_order else None
+
+
+def forward_core(lib: ctypes.CDLL | None, q, k, v, scale: float, in_order: bool,
+                 bias: Biases | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``z [E, H, dh, Tq, B]`` and the pattern ``p [T, E, H, Tq, B]`` of q, k, v (each with
-    its bias added first, where ``bias`` gives them): engine 9's (``in_order``) fused where it
-    can run (:func:`fused`; the biases added as it packs q, k, v), else op by op — the same
+    its bias added first, where ``bias`` gives them): by ``lib``, engine 9's fused core
+    (:func:`core_library`; the biases added as it packs q, k, v), or op by op — the same
     numbers."""
-    lib = fused(q, k, v) if in_order else None
     if lib is None:
         return unfused(*with_bias(q, k, v, bias), scale, in_order)
     return attend(lib, q, k, v, scale, bias)
@@ -122,7 +126,7 @@ def backward_core(dz, q, k, v, p, scale, dq, dk, dv, in_order: bool,
                   bias: Biases | None = None) -> None:
     """:func:`core_backward` (of :func:`forward_core`'s q, k, v and bias), engine 9's
     (``in_order``) fused where it can run."""
-    lib = fused(dz, q, k, v, p) if in_order else None
+    lib = core_library(in_order, dz, q, k, v, p)
     if lib is None:
         core_backward(dz, *with_bias(q, k, v, bias), p, scale, dq, dk, dv, in_order)
     else:
@@ -182,11 +186,12 @@ class PackedAttention(torch.autograd.Function):
     def forward(ctx, qkv: torch.Tensor, scale: float, in_order: bool = False,
                 bias: torch.Tensor | None = None) -> torch.Tensor:
         ctx.has_bias = bias is not None
-        if bias is not None and not (in_order and fused(*qkv.unbind(1))):
+        lib = core_library(in_order, *qkv.unbind(1))
+        if bias is not None and lib is None:
             qkv, bias = qkv + bias.view(*qkv.shape[:4], 1, 1), None  # op by op: added first
         n = qkv.shape[2] * qkv.shape[3]
         biases = None if bias is None else (bias[:, :n], bias[:, n:2 * n], bias[:, 2 * n:])
-        z, p = forward_core(*qkv.unbind(1), scale, in_order, biases)
+        z, p = forward_core(lib, *qkv.unbind(1), scale, in_order, biases)
         ctx.save_for_backward(qkv, p, bias)
         ctx.scale, ctx.in_order = scale, in_order
         return z
@@ -213,12 +218,13 @@ class QueryAttention(torch.autograd.Function):
                 q_bias: torch.Tensor | None = None, kv_bias: torch.Tensor | None = None
                 ) -> torch.Tensor:
         ctx.has_bias = q_bias is not None
-        if q_bias is not None and not (in_order and fused(q, *kv.unbind(1))):
+        lib = core_library(in_order, q, *kv.unbind(1))
+        if q_bias is not None and lib is None:
             q = q + q_bias.view(*q.shape[:3], 1, 1)  # op by op: added first
             kv, q_bias, kv_bias = kv + kv_bias.view(*kv.shape[:4], 1, 1), None, None
         n = q.shape[1] * q.shape[2]
         biases = None if q_bias is None else (q_bias, kv_bias[:, :n], kv_bias[:, n:])
-        z, p = forward_core(q, *kv.unbind(1), scale, in_order, biases)
+        z, p = forward_core(lib, q, *kv.unbind(1), scale, in_order, biases)
         ctx.save_for_backward(q, kv, p, q_bias, kv_bias)
         ctx.scale, ctx.in_order = scale, in_order
         return z

@@ -33,7 +33,8 @@ inline void st(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
 // The lines of the next block's run of one feature (n floats on from p: the block's width),
 // prefetched while this block's run is read — for reading, or (write) for storing. A block
 // reads d runs of 64 rows (256 bytes), rows R floats apart: too many short streams for the
-// hardware prefetcher, and in training every run comes from L3 or memory (bench/prefetch.py).
+// hardware prefetcher, and in training every run comes from L3 or memory (bench/cold_kernels.py,
+// bench/native_pieces.py).
 // A prefetch past the end of a tensor is harmless: it never faults. RL_NO_PREFETCH: none (the
 // bench's baseline); the numbers are the same either way.
 constexpr int LINE = 16;  // floats per 64-byte cache line

@@ -79,20 +79,37 @@ def _chain(parts: tuple[torch.Tensor, ...]) -> torch.Tensor:
     return out
 
 
-def forward_lanes(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float
+def rows(t: torch.Tensor) -> torch.Tensor:
+    """``t [E, d, *rows]`` as ``[E, d, R]`` with the rows contiguous: a view where the rows are
+    one stretch of memory, else a copy."""
+    flat = t.flatten(2)
+    return flat if flat.stride(-1) == 1 else flat.contiguous()
+
+
+def forward_lanes(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float,
+                  residual: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``x [E, d, R]`` (rows contiguous), ``w, b [E, d]`` → ``y [E, d, R]`` (contiguous), and
-    the rows' ``mean, rstd [E, R]``."""
+    the rows' ``mean, rstd [E, R]``. With ``residual = (o, bias, s)``: the LayerNorm of
+    ``x + (o + bias)`` (``o`` shaped as x, ``bias [E, d]``: each add rounded once, as PyTorch's
+    two adds), that sum written to ``s`` (:mod:`rulelab.models.residual_norm`)."""
     E, d, R = x.shape
     check_rows(R)
     y, mean, rstd = x.new_empty(E, d, R), x.new_empty(E, R), x.new_empty(E, R)
-    lib = native(x)
+    lib = native(x) if residual is None else native(x, residual[0])
     if lib is not None:
         w, b = w.contiguous(), b.contiguous()
-        lib.rl_ln_forward(x.data_ptr(), x.stride(0), x.stride(1), None, 0, 0, None, None,
+        o, bias, s = (None, None, None) if residual is None else residual
+        lib.rl_ln_forward(x.data_ptr(), x.stride(0), x.stride(1),
+                          *((None, 0, 0, None, None) if o is None else
+                            (o.data_ptr(), o.stride(0), o.stride(1),
+                             bias.contiguous().data_ptr(), s.data_ptr())),
                           w.data_ptr(), b.data_ptr(), eps, y.data_ptr(), mean.data_ptr(),
                           rstd.data_ptr(), E, d, R)
         return y, mean, rstd
+    if residual is not None:
+        o, bias, s = residual
+        x = torch.add(x, o + bias.unsqueeze(2), out=s)
     inv_d = 1.0 / d
     torch.mul(_chain(x.unbind(1)), inv_d, out=mean)
     delta = x - mean.unsqueeze(1)
@@ -110,18 +127,23 @@ def forward_lanes(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float
 
 
 def backward_lanes(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor, mean: torch.Tensor,
-                   rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   rstd: torch.Tensor, gs: torch.Tensor | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients ``dx [E, d, R]``, ``dw, db [E, d]`` of :func:`forward_lanes` for the gradient
-    ``g [E, d, R]`` of ``y`` (rows contiguous)."""
+    ``g [E, d, R]`` of ``y`` (rows contiguous); with ``gs`` (shaped as x): the gradient reaching
+    ``x`` by another use, added to ``dx`` after (the sum autograd would form: two terms, the
+    same bits in either order)."""
     E, d, R = x.shape
     check_rows(R)
     dx, dw, db = x.new_empty(E, d, R), w.new_empty(E, d), w.new_empty(E, d)
-    lib = native(x, g)
+    lib = native(x, g) if gs is None else native(x, g, gs)
     if lib is not None:
         w = w.contiguous()
         lib.rl_ln_backward(x.data_ptr(), x.stride(0), x.stride(1), g.data_ptr(), g.stride(0),
-                           g.stride(1), None, 0, 0, w.data_ptr(), mean.data_ptr(),
-                           rstd.data_ptr(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(), E, d, R)
+                           g.stride(1), *((None, 0, 0) if gs is None else
+                                          (gs.data_ptr(), gs.stride(0), gs.stride(1))),
+                           w.data_ptr(), mean.data_ptr(), rstd.data_ptr(), dx.data_ptr(),
+                           dw.data_ptr(), db.data_ptr(), E, d, R)
         return dx, dw, db
     xhat = (x - mean.unsqueeze(1)).mul_(rstd.unsqueeze(1))
     h = g * w.unsqueeze(2)  # ĝ
@@ -132,6 +154,8 @@ def backward_lanes(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor, mean: torc
     for total, term in ((dw, g * xhat), (db, g)):
         lanes = _chain(term.reshape(E, d, R // TILE, TILE).unbind(2))  # [E, d, 16]
         total.copy_(_chain(lanes.unbind(2)))
+    if gs is not None:
+        dx.add_(gs)
     return dx, dw, db
 
 
@@ -142,9 +166,7 @@ class LaneLayerNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor,
                 eps: float) -> torch.Tensor:
-        lanes = x.flatten(2)  # [E, d, R], a view where the rows are one stretch of memory
-        if lanes.stride(-1) != 1:
-            lanes = lanes.contiguous()
+        lanes = rows(x)  # [E, d, R]
         y, mean, rstd = forward_lanes(lanes, w, b, eps)
         ctx.save_for_backward(lanes, w, mean, rstd)
         return y.view(x.shape)
@@ -152,8 +174,5 @@ class LaneLayerNorm(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g: torch.Tensor):
         lanes, w, mean, rstd = ctx.saved_tensors
-        shape, g = g.shape, g.flatten(2)
-        if g.stride(-1) != 1:
-            g = g.contiguous()
-        dx, dw, db = backward_lanes(lanes, g, w, mean, rstd)
-        return dx.view(shape), dw, db, None
+        dx, dw, db = backward_lanes(lanes, rows(g), w, mean, rstd)
+        return dx.view(g.shape), dw, db, None

@@ -24,12 +24,6 @@ import torch
 from rulelab.models import layer_norm_lanes as lanes
 
 
-def _rows(t: torch.Tensor) -> torch.Tensor:
-    """``t [E, d, *rows]`` as ``[E, d, R]`` with the rows contiguous (a view where it can)."""
-    flat = t.flatten(2)
-    return flat if flat.stride(-1) == 1 else flat.contiguous()
-
-
 class ResidualLayerNorm(torch.autograd.Function):
     """``base [E, d, *rows]`` (the residual stream, rows contiguous; a view is fine), ``o``
     (shaped as base), ``bias [E, d]``, the LayerNorm's ``w, b [E, d]`` and ``eps`` →
@@ -39,53 +33,25 @@ class ResidualLayerNorm(torch.autograd.Function):
     def forward(ctx, base: torch.Tensor, o: torch.Tensor, bias: torch.Tensor, w: torch.Tensor,
                 b: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
         ctx.set_materialize_grads(False)  # an unused s gets no gradient, not zeros added
-        shape = base.shape
-        x, out = _rows(base), _rows(o)
-        E, d, R = x.shape
-        lanes.check_rows(R)
-        lib = lanes.native(x, out)
-        if lib is None:
-            s = x + (out + bias.unsqueeze(2))
-            y, mean, rstd = lanes.forward_lanes(s, w, b, eps)
-        else:
-            bias, w, b = bias.contiguous(), w.contiguous(), b.contiguous()
-            s, y, mean, rstd = x.new_empty(E, d, R), x.new_empty(E, d, R), x.new_empty(E, R), \
-                x.new_empty(E, R)
-            lib.rl_ln_forward(x.data_ptr(), x.stride(0), x.stride(1), out.data_ptr(),
-                              out.stride(0), out.stride(1), bias.data_ptr(), s.data_ptr(),
-                              w.data_ptr(), b.data_ptr(), eps, y.data_ptr(), mean.data_ptr(),
-                              rstd.data_ptr(), E, d, R)
+        x = lanes.rows(base)
+        s = torch.empty_like(x)
+        y, mean, rstd = lanes.forward_lanes(x, w, b, eps, (lanes.rows(o), bias, s))
         ctx.save_for_backward(s, w, mean, rstd)
-        ctx.shape = shape
-        return s.view(shape), y.view(shape)
+        ctx.shape = base.shape
+        return s.view(base.shape), y.view(base.shape)
 
     @staticmethod
     def backward(ctx, gs: torch.Tensor | None, gy: torch.Tensor | None):
         s, w, mean, rstd = ctx.saved_tensors
-        E, d, R = s.shape
-        gs = None if gs is None else _rows(gs)
-        dw = db = None
+        gs = None if gs is None else lanes.rows(gs)
         if gy is None:
-            ds = gs
+            ds, dw, db = gs, None, None
         else:
-            g = _rows(gy)
-            lib = lanes.native(s, g, *(() if gs is None else (gs,)))
-            if lib is None:
-                ds, dw, db = lanes.backward_lanes(s, g, w, mean, rstd)
-                if gs is not None:
-                    ds = ds.add_(gs)
-            else:
-                w = w.contiguous()
-                ds, dw, db = s.new_empty(E, d, R), w.new_empty(E, d), w.new_empty(E, d)
-                g_strides = (0, 0) if gs is None else (gs.stride(0), gs.stride(1))
-                lib.rl_ln_backward(s.data_ptr(), s.stride(0), s.stride(1), g.data_ptr(),
-                                   g.stride(0), g.stride(1),
-                                   None if gs is None else gs.data_ptr(), *g_strides,
-                                   w.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
-                                   ds.data_ptr(), dw.data_ptr(), db.data_ptr(), E, d, R)
+            ds, dw, db = lanes.backward_lanes(s, lanes.rows(gy), w, mean, rstd, gs)
         if ds is None:
             return None, None, None, None, None, None
         # the bias's gradient as autograd's broadcast add formed it (at::sum_to: keepdim sum)
+        E, d = s.shape[:2]
         dbias = ds.sum(2, keepdim=True).view(E, d)
         ds = ds.view(ctx.shape)
         return ds, ds, dbias, dw, db, None
