@@ -24,7 +24,6 @@ medians of 7 rounds of 8 steps. The README's "Same numbers, fewer passes" table 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import statistics
@@ -37,7 +36,7 @@ import torch.nn.functional as F
 
 from rulelab.engine.collector import setup_frozen
 from rulelab.models import lane_embedding, lane_forward, layer_norm_lanes, native_build
-from step_parts import SIZES, B, E, micro_batch
+from step_parts import SIZES, B, E, micro_batch, size_argument
 
 
 def without_prefetch(tmp: Path):
@@ -57,11 +56,9 @@ def residual_apart(base: torch.Tensor, o: torch.Tensor, bias: torch.Tensor, ln):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size", choices=sorted(SIZES), default="paper")
-    args = ap.parse_args()
-    D, M = SIZES[args.size]
-    model, tokens, labels = micro_batch(args.size)
+    size = size_argument(__doc__)
+    D, M = SIZES[size]
+    model, tokens, labels = micro_batch(size)
     shipped_ln, shipped_embed = layer_norm_lanes._build(), lane_embedding.native
     if isinstance(shipped_ln, str) or lane_embedding.unavailable():
         raise SystemExit("error: the native kernels do not build here")
@@ -98,7 +95,7 @@ def main() -> None:
                         step()
                     times[name].append((time.perf_counter() - t) / 8 * 1e3)
     base = statistics.median(times["as shipped"])
-    print(f"one step of the {args.size} shape (d_model {D}, d_mlp {M}; {E} members × {B} "
+    print(f"one step of the {size} shape (d_model {D}, d_mlp {M}; {E} members × {B} "
           f"examples), engine 9, 1 thread: median ms of 7 alternating rounds")
     for name, t in times.items():
         same = all(torch.equal(a, b) for a, b in zip(grads[name], grads["as shipped"],

@@ -55,6 +55,13 @@ def median_ms(step, n: int = 15) -> float:
     return statistics.median(times) * 1e3
 
 
+def size_argument(doc: str) -> str:
+    """The ``--size`` a bench script was run with (:data:`SIZES`; default the paper's)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--size", choices=sorted(SIZES), default="paper")
+    return ap.parse_args().size
+
+
 def micro_batch(size: str) -> tuple[EnsembleTransformer, torch.Tensor, torch.Tensor]:
     """Study S's 2L model at ``size`` (:data:`SIZES`) under engine 9, and one micro-batch's
     tokens and labels — on one thread, glibc's heap kept, seeded — as the trainer runs it."""
@@ -70,11 +77,9 @@ def micro_batch(size: str) -> tuple[EnsembleTransformer, torch.Tensor, torch.Ten
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size", choices=sorted(SIZES), default="paper")
-    args = ap.parse_args()
-    D, M = SIZES[args.size]
-    model, tokens, labels = micro_batch(args.size)
+    size = size_argument(__doc__)
+    D, M = SIZES[size]
+    model, tokens, labels = micro_batch(size)
     block = model.blocks[0]
     x = torch.randn(E, D, T, B, requires_grad=True)  # the residual stream, engines 8 and 9's layout
     cols = x.reshape(E, D, T * B)
@@ -101,7 +106,7 @@ def main() -> None:
         for name, f in parts.items():
             times[name].append(median_ms(forward_backward(f)))
     ms = {k: statistics.median(t) for k, t in times.items()}
-    print(f"one micro-batch of the {args.size} shape (d_model {D}, d_mlp {M}; {E} members × {B} "
+    print(f"one micro-batch of the {size} shape (d_model {D}, d_mlp {M}; {E} members × {B} "
           f"examples), engine 9, forward + backward, {torch.get_num_threads()} thread")
     for name, t in ms.items():
         print(f"{name:<40} {t:7.1f} ms")
