@@ -52,10 +52,10 @@ def test_the_setting_is_judged_from_config_values():
     quick = MPSPRunConfig(**QUICK).flat()
     assert not matches_paper(quick)
     assert differences(quick) == [
-        "n = 6 (paper 10)", "V = 6 (paper 64)", "N = 2,048 (paper 16,384)",
-        "minibatches of 64 (paper full batch)", "100 epochs (paper 15,000 epochs)",
-        "lr 0.003 (paper 0.001)", "val/adv of 1,024 (paper 4,096)",
-        "eval every 5 epochs (paper 10)", "3,200 steps (paper 15,000)"]  # issue 21: +2
+        "n = 6 (paper setting 10)", "V = 6 (paper setting 64)", "N = 2,048 (paper 16,384)",
+        "minibatches of 64 (paper setting full batch)", "100 epochs (paper 15,000 epochs)",
+        "lr 0.003 (paper setting 0.001)", "val/adv of 1,024 (paper setting 4,096)",
+        "eval every 5 epochs (paper setting 10)", "3,200 steps (paper 15,000)"]  # issue 21: +2
     paper = MPSPRunConfig(**PAPER).flat()
     assert matches_paper(paper) and differences(paper) == []
     # a user's own run at the paper's setting (another seed, data seed) matches too; other
@@ -63,28 +63,33 @@ def test_the_setting_is_judged_from_config_values():
     own = MPSPRunConfig(**{**PAPER, "seed": 7, "data_seed": 3}).flat()
     assert matches_paper(own)
     off = MPSPRunConfig(**{**PAPER, "heads": 1, "weight_decay": 0.3}).flat()
-    assert differences(off) == ["heads 1 (paper 2)", "weight decay 0.3 (paper 0.1)"]
+    assert differences(off) == ["heads 1 (paper setting 2)",
+                                "weight decay 0.3 (paper setting 0.1)"]
     assert matches_paper({**paper, "batch_size": paper["n_train"]})  # one batch = full batch
     assert differences({**paper, "label_mod": 3}) == ["k = 3 (paper 2)"]
 
 
 # one off-paper value per gated field, and the phrase each one prints
 OFF_PAPER = {
-    "seq_len": (8, ["n = 8 (paper 10)"]), "vocab": (32, ["V = 32 (paper 64)"]),
+    "seq_len": (8, ["n = 8 (paper setting 10)"]), "vocab": (32, ["V = 32 (paper setting 64)"]),
     "n_train": (8192, ["N = 8,192 (paper 16,384)"]),
-    "batch_size": (4096, ["minibatches of 4,096 (paper full batch)",
+    "batch_size": (4096, ["minibatches of 4,096 (paper setting full batch)",
                           "60,000 steps (paper 15,000)"]),
     "epochs": (10000, ["10,000 epochs (paper 15,000 epochs)"]),
-    "lr": (3e-3, ["lr 0.003 (paper 0.001)"]), "d_model": (128, ["d_model 128 (paper 64)"]),
+    "lr": (3e-3, ["lr 0.003 (paper setting 0.001)"]),
+    "d_model": (128, ["d_model 128 (paper 64)"]),
     "d_mlp": (256, ["d_ff 256 (paper 128)"]), "label_mod": (3, ["k = 3 (paper 2)"]),
     "shortcut": ("first", ["first shortcut (paper max shortcut)"]),
-    "n_eval": (16, ["val/adv of 16 (paper 4,096)"]), "heads": (1, ["heads 1 (paper 2)"]),
-    "ln": (False, ["no LayerNorm (paper pre-LayerNorm)"]),
-    "act": ("gelu", ["GELU MLP (paper ReLU)"]),
-    "weight_decay": (0.4, ["weight decay 0.4 (paper 0.1)"]),
-    "beta1": (0.8, ["β₁ 0.8 (paper 0.9)"]), "beta2": (0.999, ["β₂ 0.999 (paper 0.98)"]),
-    "eps": (1e-6, ["Adam ε 1e-06 (paper 1e-08)"]), "warmup": (100, ["100 warm-up steps (paper 0)"]),
-    "eval_every": (50, ["eval every 50 epochs (paper 10)"]),
+    "n_eval": (16, ["val/adv of 16 (paper setting 4,096)"]),
+    "heads": (1, ["heads 1 (paper setting 2)"]),
+    "ln": (False, ["no LayerNorm (paper setting pre-LayerNorm)"]),
+    "act": ("gelu", ["GELU MLP (paper setting ReLU)"]),
+    "weight_decay": (0.4, ["weight decay 0.4 (paper setting 0.1)"]),
+    "beta1": (0.8, ["β₁ 0.8 (paper setting 0.9)"]),
+    "beta2": (0.999, ["β₂ 0.999 (paper setting 0.98)"]),
+    "eps": (1e-6, ["Adam ε 1e-06 (paper setting 1e-08)"]),
+    "warmup": (100, ["100 warm-up steps (paper setting 0)"]),
+    "eval_every": (50, ["eval every 50 epochs (paper setting 10)"]),
 }
 
 
@@ -116,9 +121,9 @@ def test_issue_example_gets_no_paper_number():
     text = _print(_runs(off))
     assert "77%" not in text and "paper │" not in text and "not the paper's setting" in text
     assert ("paper column omitted: the setting differs from the paper's: val/adv of 16 (paper "
-            "4,096); heads 1 (paper 2); no LayerNorm (paper pre-LayerNorm); GELU MLP (paper "
-            "ReLU); weight decay 0.4 (paper 0.1). Not stated by the paper") in text.replace(
-        "\n", " ")
+            "setting 4,096); heads 1 (paper setting 2); no LayerNorm (paper setting "
+            "pre-LayerNorm); GELU MLP (paper setting ReLU); weight decay 0.4 (paper setting 0.1). "
+            "Not stated by the paper") in " ".join(text.split())  # the console's wraps undone
 
 
 def test_quick_table_omits_the_paper_column_and_says_why():
@@ -126,7 +131,8 @@ def test_quick_table_omits_the_paper_column_and_says_why():
     assert "scale: n = 6, V = 6, N = 2,048, minibatches of 64, 100 epochs (3,200 steps)" in text
     assert "8 seeds" not in text and "3 seeds per cell — not the paper's setting" in text
     assert "paper │" not in text and "77%" not in text
-    assert "paper column omitted: the setting differs from the paper's: n = 6 (paper 10)" in text
+    assert ("paper column omitted: the setting differs from the paper's: n = 6 (paper setting "
+            "10)") in text
     assert "20.0% [20.0%, 20.0%]" not in text  # seeds 0..2: max adv 0.2, 0.3, 0.4
     assert "30.0% [20.0%, 40.0%]" in text and "56.7% [30.0%, 100.0%]" in text
 

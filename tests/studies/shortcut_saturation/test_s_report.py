@@ -89,9 +89,9 @@ def test_toy_scale_report_omits_the_paper_column(tmp_path):
     text = write_report(tmp_path / "r.html", title="quick", runs=runs, metrics=metrics
                         ).read_text()
     assert "<td>77%</td>" not in text and "<th>paper</th>" not in text
-    assert "paper column omitted: the setting differs from the paper&#x27;s: n = 6 (paper 10)" \
-        in text
-    assert "minibatches of 64 (paper full batch)" in text and "3,200 steps" in text
+    assert ("paper column omitted: the setting differs from the paper&#x27;s: n = 6 (paper setting "
+            "10)") in text
+    assert "minibatches of 64 (paper setting full batch)" in text and "3,200 steps" in text
     assert "not the paper&#x27;s setting" in text
 
 

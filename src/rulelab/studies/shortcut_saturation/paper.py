@@ -89,17 +89,26 @@ def _same(field: str, v, paper) -> bool:
     return v == paper if isinstance(paper, str) else int(v) == paper
 
 
+def _source(field: str) -> str:
+    """Whose value the setting holds in ``field``: the paper's, or ours where the paper does not
+    state one (:data:`NOT_STATED`; study M's gate words it the same way)."""
+    return "paper setting" if field in NOT_STATED else "paper"
+
+
 def differences(row: Mapping) -> list[str]:
-    """How one run's config departs from the paper's setting, e.g. ``"n = 6 (paper 10)"``."""
+    """How one run's config departs from the paper's setting, e.g. ``"N = 2,048 (paper
+    16,384)"``, or ``"n = 6 (paper setting 10)"`` for a value the paper does not state."""
     out = []
     for field, paper in PAPER_SETTING.items():
         if field == "batch_size":
             if not _full_batch(row):
-                out.append(f"minibatches of {int(_value(row, field)):,} (paper full batch)")
+                out.append(f"minibatches of {int(_value(row, field)):,} "
+                           f"({_source(field)} full batch)")
             continue
         v = _value(row, field)
         if not _same(field, v, paper):
-            out.append(f"{_describe(field, v)} (paper {_describe(field, paper, short=True)})")
+            out.append(f"{_describe(field, v)} "
+                       f"({_source(field)} {_describe(field, paper, short=True)})")
     if not _full_batch(row):
         out.append(f"{_steps(row):,} steps (paper 15,000)")
     return out
