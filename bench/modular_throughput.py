@@ -35,7 +35,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from rulelab import hardware
-from rulelab.settings import Settings
+from rulelab.settings import DEFAULT_MICRO_BATCH
 from rulelab.studies.coexistence.config import ModularRunConfig
 from rulelab.studies.coexistence.trainer import ModularTrainer
 
@@ -93,7 +93,7 @@ def main() -> None:
     # --- roofline -----------------------------------------------------------------------------
     c = configs[0]
     N, M, P = ModularTrainer([c]).data.train_x.shape[1], c.width, c.p
-    mb = Settings().micro_batch
+    mb = DEFAULT_MICRO_BATCH
     passes = math.ceil(N / mb)
     flops, nbytes = 6 * N * M * P, 48 * N * M
     peak, bw = hardware.matmul_peak(), hardware.memory_bandwidth()

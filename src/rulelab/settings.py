@@ -34,6 +34,9 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+DEFAULT_MICRO_BATCH = 512  # examples per member per pass where the engine sizes none
+
+
 class Settings(StrictTypes):
     """Execution settings (frozen; the flag names are the field names with dashes)."""
 
@@ -58,7 +61,13 @@ class Settings(StrictTypes):
                             "natively; tf32 matmuls on a CUDA GPU that has them")
     # Examples per member per forward chunk. Fixed per member (not per ensemble) so a member
     # sums its gradient in the same order whatever ensemble it sits in: bitwise equivalence.
-    micro_batch: int = Field(512, ge=1, le=1_000_000, description="examples per member per pass")
+    # None: the pass the run's engine version cuts its model's steps into (engine 10, the
+    # transformer's on the CPU: sized to the model, Task.pass_examples), else
+    # DEFAULT_MICRO_BATCH (rulelab.engine.compiled.micro_batch_for).
+    micro_batch: int | None = Field(None, ge=1, le=1_000_000,
+                                    description="examples per member per pass",
+                                    json_schema_extra={"unset": "the engine's pass for the "
+                                                       "model's size, else 512"})
     eval_chunk: int = Field(2048, ge=1, le=1_000_000,
                             description="examples per member per evaluation pass")
     max_members: int = Field(64, ge=1, le=1_000_000, description="most runs per ensemble")

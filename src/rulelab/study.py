@@ -117,6 +117,10 @@ class Task:
     # :mod:`rulelab.store.version`); a function of the shape fields. None: every config trains
     # with the default eager engine (``ENGINE_VERSION``)
     eager_engine: str | None = None
+    # "module:function": f(cfg, engine) → the examples per member per pass that engine version
+    # cuts ``cfg``'s steps into, or None (Settings' default): part of the engine's numerics, as
+    # engine 10 sizes the transformer's passes to its shape (issue 25). None: no engine does
+    pass_examples: str | None = None
 
     def trainer_class(self) -> type:
         return resolve(self.trainer)
@@ -125,6 +129,11 @@ class Task:
         """The eager engine version ``cfg`` declares (:attr:`eager_engine`), or None: the
         default one."""
         return None if self.eager_engine is None else int(resolve(self.eager_engine)(cfg))
+
+    def pass_examples_of(self, cfg, engine: int) -> int | None:
+        """The examples per pass engine version ``engine`` trains ``cfg`` in
+        (:attr:`pass_examples`), or None: the settings' default."""
+        return None if self.pass_examples is None else resolve(self.pass_examples)(cfg, engine)
 
     def build_data(self, configs: Sequence, device: Any):
         """The stacked data of shape-compatible ``configs`` (see :attr:`data_builder`)."""

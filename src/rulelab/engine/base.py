@@ -36,7 +36,7 @@ import torch
 
 from rulelab.engine.allocator import keep_heap
 from rulelab.engine.collector import setup_frozen
-from rulelab.engine.compiled import compile_step, engine_in_use
+from rulelab.engine.compiled import compile_step, engine_in_use, micro_batch_for
 from rulelab.engine.per_example import cross_entropy
 from rulelab.engine.threads import training_threads
 from rulelab.settings import Settings
@@ -93,7 +93,8 @@ class EnsembleTrainerBase(ABC):
         self.engines: list[list[tuple[int, int]]] = [[(0, self.engine_version)]
                                                      for _ in self.configs]
         self.epoch = 0
-        self.micro_batch = self.options.micro_batch
+        # examples per member per pass: --micro-batch, or the engine's for this shape
+        self.micro_batch = micro_batch_for(self.options, self.cfg)
 
     # --- what a task supplies -----------------------------------------------------------------
     @abstractmethod

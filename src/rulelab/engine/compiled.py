@@ -35,6 +35,7 @@ import warnings
 import torch
 
 from rulelab.errors import UserError
+from rulelab.settings import DEFAULT_MICRO_BATCH
 from rulelab.store.version import (
     COMPILED_ENGINE,
     CPU_ONLY_ENGINES,
@@ -112,6 +113,20 @@ def engine_in_use(settings, config=None) -> int:
     _notice(f"engine compiled unavailable ({why}): training with the eager engine "
             f"(engine version {eager})")
     return eager
+
+
+def micro_batch_for(settings, config=None) -> int:
+    """Examples per member per pass that ``settings`` train ``config`` in: ``--micro-batch``
+    where given, else the pass its engine version (:func:`engine_in_use`) sizes for it
+    (``Task.pass_examples``: engine 10 for the transformer), else
+    :data:`~rulelab.settings.DEFAULT_MICRO_BATCH`. Part of a run's numbers: recorded in its
+    checkpoint (``store.version.micro_batch_refusal``)."""
+    if settings.micro_batch is not None:
+        return int(settings.micro_batch)
+    spec = None if config is None else tasks().get(getattr(config, "task", None))
+    sized = None if spec is None else spec.pass_examples_of(config, engine_in_use(settings,
+                                                                                  config))
+    return DEFAULT_MICRO_BATCH if sized is None else int(sized)
 
 
 @functools.cache

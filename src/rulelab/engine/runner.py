@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 
 from rulelab.engine.base import EnsembleTrainerBase
-from rulelab.engine.compiled import engine_in_use, engines_for
+from rulelab.engine.compiled import engine_in_use, engines_for, micro_batch_for
 from rulelab.engine.groups import group_runs, plan_ensembles
 from rulelab.engine.live_metrics import MetricFlush
 from rulelab.engine.tracking import Tracker, track_epochs
@@ -74,14 +74,16 @@ def engine_history(state: dict, current: int = ENGINE_VERSION) -> str:
 
 
 def engine_switches(files: LabDir, run_ids, allow: bool, current: int = ENGINE_VERSION,
-                    engines: dict[str, int] = ENGINES, micro_batch: int | None = None,
+                    engines: dict[str, int] = ENGINES,
+                    micro_batch: dict[str, int] | None = None,
                     precision: str | None = None) -> dict[str, str]:
     """``{run_id: engine history}`` for the runs whose checkpoint (past epoch 0) an engine
     version other than ``current`` wrote. Without ``allow`` the first one is refused:
     :class:`StoreError`, one line naming both versions, before anything is trained
     (``engines``: the versions ``Settings.engine`` trains these runs with,
     :func:`~rulelab.engine.compiled.engines_for`). A checkpoint trained in other micro-batches
-    than ``micro_batch``, or in another ``precision``, is refused whatever ``allow`` says
+    than ``micro_batch[run_id]`` (:func:`~rulelab.engine.compiled.micro_batch_for`), or in
+    another ``precision``, is refused whatever ``allow`` says
     (:mod:`rulelab.store.version`: ``micro_batch_refusal``, ``precision_refusal``; passing the
     recorded value gives its numbers back). Unreadable checkpoints are skipped (the driver
     restarts those runs)."""
@@ -95,7 +97,8 @@ def engine_switches(files: LabDir, run_ids, allow: bool, current: int = ENGINE_V
             epoch, recorded = int(state["epoch"]), engine_of(state)
         except Exception:  # noqa: BLE001 — damaged: judged by the driver's own check
             continue
-        if micro_batch is not None and (why := micro_batch_refusal(run_id, state, micro_batch)):
+        if micro_batch is not None and (why := micro_batch_refusal(run_id, state,
+                                                                   micro_batch[run_id])):
             raise StoreError(why)
         if precision is not None and (why := precision_refusal(run_id, state, precision)):
             raise StoreError(why)
@@ -131,7 +134,8 @@ def train_chunk(chunk, states, files: LabDir, settings: Settings,
                 and not settings.allow_engine_change:
             raise StoreError(engine_refusal(c.run_id, engine_of(state), int(state["epoch"]),
                                             current, engines_for(c)))
-        if state is not None and (why := micro_batch_refusal(c.run_id, state, settings.micro_batch)
+        if state is not None and (why := micro_batch_refusal(c.run_id, state,
+                                                             micro_batch_for(settings, c))
                                   or precision_refusal(c.run_id, state, settings.precision)):
             raise StoreError(why)
     trainer = trainer_class(chunk[0].task)(chunk, settings)

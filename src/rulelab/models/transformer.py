@@ -26,6 +26,10 @@ FAST_ATTENTION_ENGINE = 7  # the engine version that runs forward_fast (store.ve
 LANE_ENGINE = 8  # the engine version that runs lane_forward: batch innermost everywhere
 # lane_forward with the attention's softmax sums in key order, its core fused (issue 25)
 FUSED_LANE_ENGINE = 9
+# engine 9's forward and backward, each step cut into passes sized to the model (issue 25)
+SIZED_PASS_ENGINE = 10
+PASS_BYTES = 12 << 20  # a pass's activations per member, at most (pass_examples)
+PASS_MAX = 512  # examples per pass, at most: the default micro-batch of the engines before
 COMPILED_ENGINES = (3, 5)  # trace fused_forward inside torch.compile (store.version, issue 25)
 
 
@@ -62,7 +66,7 @@ class EnsembleTransformer(HookedEnsemble):
     """
 
     engine = 1
-    eager_engine = FUSED_LANE_ENGINE  # the eager engine of its configs on the CPU
+    eager_engine = SIZED_PASS_ENGINE  # the eager engine of its configs on the CPU
 
     def __init__(self, shape: TransformerShape, n_members: int) -> None:
         super().__init__()
@@ -108,8 +112,8 @@ class EnsembleTransformer(HookedEnsemble):
         if self.engine in COMPILED_ENGINES and not hooked and torch.compiler.is_compiling():
             return fused_forward(self, x)  # the training step, traced by torch.compile
         plain = not hooked and torch._C._functorch.maybe_current_level() is None
-        if self.engine in (LANE_ENGINE, FUSED_LANE_ENGINE) and plain:
-            return lane_forward(self, x, in_order=self.engine == FUSED_LANE_ENGINE)
+        if self.engine in (LANE_ENGINE, FUSED_LANE_ENGINE, SIZED_PASS_ENGINE) and plain:
+            return lane_forward(self, x, in_order=self.engine != LANE_ENGINE)
         if self.engine == FAST_ATTENTION_ENGINE and plain:
             return self.forward_fast(x)
         # Engines 1 and 4; or hooks, or under vmap / grad (per-example gradients: the analyses): the
@@ -150,5 +154,36 @@ class EnsembleTransformer(HookedEnsemble):
 
 def eager_engine(cfg) -> int:
     """The engine version the eager engine trains a transformer config with
-    (``Task.eager_engine``): :data:`FUSED_LANE_ENGINE`, whatever its shape."""
+    (``Task.eager_engine``): :data:`SIZED_PASS_ENGINE`, whatever its shape."""
     return EnsembleTransformer.eager_engine
+
+
+def activation_bytes(shape) -> int:
+    """Bytes of the activations one example's forward keeps for its backward, per member: the
+    residual stream, LayerNorm outputs, Q/K/V, attention patterns and MLP hidden units of
+    every block, ``4 · layers · T · (10·d_model + 2·d_mlp + 2·heads·T)`` (T = seq_len + 1; the
+    training-activation term of study S's cost, ``shortcut_saturation/cost.py``)."""
+    cfg = TransformerShape.of(shape)
+    T = cfg.seq_len + 1
+    return 4 * cfg.layers * T * (10 * cfg.d_model + 2 * cfg.d_mlp + 2 * cfg.heads * T)
+
+
+def pass_examples(shape, engine: int) -> int | None:
+    """Examples per member per pass under engine version ``engine`` (``Task.pass_examples``):
+    for engine 10, the largest power of two ≤ :data:`PASS_MAX` whose activations stay within
+    :data:`PASS_BYTES` per member (at least 16: one block of the attention core); None for the
+    engines before, which cut every step into the settings' passes of 512.
+
+    Why: a pass writes its activations in the forward and reads them back in the backward, and
+    on a CPU each op of a larger pass reads operands written megabytes earlier, from L3 or
+    memory (bench/cold_kernels.py). Study S's 2-layer models train 1.02–1.37× faster per
+    member in these passes than in 512s, at 4–16 members and d_model 24–64, and no cell slower
+    (bench/pass_size.py). Fixed by the shape alone, never by the ensemble, so a member sums its
+    gradient in the same order in any ensemble (member ≡ solo)."""
+    if engine != SIZED_PASS_ENGINE:
+        return None
+    per_example = activation_bytes(shape)
+    examples = PASS_MAX
+    while examples > 16 and examples * per_example > PASS_BYTES:
+        examples //= 2
+    return examples

@@ -62,6 +62,16 @@ before engine versions existed carries none and reads as version 1.
   odd number of 16-example blocks (a last micro-batch of 8 examples, say) a member could differ
   from its solo run. Engines 8, 7 and 4 stay computable (``--engine 8``, …); on a GPU its
   eager engine is 4.
+- 10: the transformer's eager engine on the CPU (issue 25): engine 9's forward and backward,
+  with each step cut into passes sized to the model where ``--micro-batch`` is not given
+  (:func:`rulelab.models.transformer.pass_examples`: the largest power of two ≤ 512 whose
+  activations stay within 12 MiB per member — 256 examples for study S's 2-layer models at
+  d_model 24–32, 128 at 48–64; 512 where a model is small enough) instead of engine 9's 512.
+  A step's gradient is summed pass by pass, so the numbers differ from engine 9's wherever a
+  step holds more examples than a pass; with ``--micro-batch 512`` they are engine 9's. The
+  pass depends on the shape alone, never on the ensemble: a member equals its solo run.
+  Engines 9, 8, 7 and 4 stay computable (``--engine 9`` trains in engine 9's passes of 512);
+  on a GPU its eager engine is 4.
 """
 
 from __future__ import annotations
@@ -78,9 +88,9 @@ ENGINES = {"eager": ENGINE_VERSION, "compiled": COMPILED_ENGINE}  # Settings.eng
 LEGACY_ENGINE = 1  # what a run or checkpoint without a recorded engine version was trained by
 # A model's eager engine → older engines it still computes on request (``--engine 4``), so a
 # lab trained under one keeps its numbers when the default moves on.
-KEPT_ENGINES = {9: (8, 7, 4)}
+KEPT_ENGINES = {10: (9, 8, 7, 4)}
 # An eager engine for the CPU only → the engine the model trains with on another device.
-CPU_ONLY_ENGINES = {7: 4, 8: 4, 9: 4}
+CPU_ONLY_ENGINES = {7: 4, 8: 4, 9: 4, 10: 4}
 _GIT_TIMEOUT_S = 5.0
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 

@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rulelab.settings import Settings
+from rulelab.settings import DEFAULT_MICRO_BATCH, Settings
 from rulelab.store import Lab, LabDir, StoreError
 from rulelab.store.atomic import remove_stale_temp_files
 from rulelab.store.errors import first_line
@@ -58,7 +58,8 @@ def make_plan(recipe: Recipe, lab: Lab | None, settings: Settings, *,
     if workers > 1:
         budget, note = budget // workers, f"{note}, shared by {workers} chunks at once"
     chunks, caps = plan_chunks(todo, start, max_members=settings.max_members,
-                               budget_bytes=budget, micro_batch=settings.micro_batch,
+                               budget_bytes=budget,
+                               micro_batch=settings.micro_batch or DEFAULT_MICRO_BATCH,
                                eval_chunk=settings.eval_chunk, interleave_seeds=interleave_seeds,
                                min_chunks=workers)
     counts = list(statuses.values())
@@ -160,7 +161,12 @@ def _engine_switches(lab: Lab, configs, unusable: dict, settings: Settings) -> d
     """:func:`rulelab.engine.runner.engine_switches` of the unfinished runs, each under the
     engine ``settings`` train its config with (a model may have its own eager engine version;
     a refusal raises before anything is written)."""
-    from rulelab.engine.compiled import eager_engine, engine_in_use, engines_for  # torch
+    from rulelab.engine.compiled import (  # torch
+        eager_engine,
+        engine_in_use,
+        engines_for,
+        micro_batch_for,
+    )
     from rulelab.engine.runner import engine_switches
 
     statuses = lab.statuses([c.run_id for c in configs])
@@ -173,7 +179,8 @@ def _engine_switches(lab: Lab, configs, unusable: dict, settings: Settings) -> d
         switches.update(engine_switches(lab, [c.run_id for c in group],
                                         settings.allow_engine_change,
                                         engine_in_use(settings, group[0]),
-                                        engines_for(group[0]), settings.micro_batch,
+                                        engines_for(group[0]),
+                                        {c.run_id: micro_batch_for(settings, c) for c in group},
                                         settings.precision))
     return switches
 

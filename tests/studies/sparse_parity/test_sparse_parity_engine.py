@@ -75,16 +75,16 @@ def test_aligned_rows_give_a_member_the_same_softplus_in_any_ensemble():
     torch.testing.assert_close(alone, torch.nn.functional.softplus(t[:1]))  # same function
 
 
-def test_the_mlp_has_engine_6_its_transformer_and_study_s_the_transformers_9():
+def test_the_mlp_has_engine_6_its_transformer_and_study_s_the_transformers_10():
     assert ENGINE_MLP == 6 != ENGINE_VERSION == 4
-    assert eager_engine(MLP) == 6 and eager_engine(TRANSFORMER) == eager_engine(S_RUN) == 9
+    assert eager_engine(MLP) == 6 and eager_engine(TRANSFORMER) == eager_engine(S_RUN) == 10
     assert engines_for(MLP) == {"eager": 6, "compiled": COMPILED_ENGINE, "6": 6, "5": 5}
-    assert engine_in_use(Settings(), MLP) == 6 and engine_in_use(Settings(), S_RUN) == 9
+    assert engine_in_use(Settings(), MLP) == 6 and engine_in_use(Settings(), S_RUN) == 10
     trainer = SparseParityTrainer([MLP])
     assert trainer.engine_version == trainer.model.engine == 6 and trainer.aligned_loss
     assert trainer.member_state(0)["engines"] == [[0, 6]]
     transformer = SparseParityTrainer([TRANSFORMER])
-    assert transformer.engine_version == transformer.model.engine == 9
+    assert transformer.engine_version == transformer.model.engine == 10
     assert not transformer.aligned_loss
 
 
@@ -110,7 +110,7 @@ def test_runs_record_their_models_engine_version(tmp_path):
     rows = {r["run_id"]: r for r in lab.runs_json()}
     assert {rid: r["status"] for rid, r in rows.items()} == dict.fromkeys(rows, "done")
     assert rows[MLP.run_id]["engine_version"] == ENGINE_MLP
-    assert rows[TRANSFORMER.run_id]["engine_version"] == rows[S_RUN.run_id]["engine_version"] == 9
+    assert rows[TRANSFORMER.run_id]["engine_version"] == rows[S_RUN.run_id]["engine_version"] == 10
     assert lab.load_checkpoint(MLP.run_id)["engine_version"] == ENGINE_MLP
 
 
@@ -150,18 +150,18 @@ def test_the_hint_names_the_engine_that_still_gives_the_recorded_version():
     # an MLP run the compiled engine trained (5), resumed eagerly (6): --engine compiled
     line = engine_refusal("abc", COMPILED_ENGINE, 40, ENGINE_MLP, engines_for(MLP))
     assert "resume it with --engine compiled" in line
-    # a transformer run at 9 resumed under 5: --engine eager still gives it 9
-    assert "--engine eager" in engine_refusal("abc", 9, 40, 5, engines_for(TRANSFORMER))
-    # at 8, 7 or 4 (before engine 9) resumed eagerly: the transformer keeps them by number
-    for old in (8, 7, 4):
-        line = engine_refusal("abc", old, 40, 9, engines_for(TRANSFORMER))
+    # a transformer run at 10 resumed under 5: --engine eager still gives it 10
+    assert "--engine eager" in engine_refusal("abc", 10, 40, 5, engines_for(TRANSFORMER))
+    # at 9, 8, 7 or 4 (before engine 10) resumed eagerly: the transformer keeps them by number
+    for old in (9, 8, 7, 4):
+        line = engine_refusal("abc", old, 40, 10, engines_for(TRANSFORMER))
         assert f"resume it with --engine {old}," in line
 
 
-def test_the_transformer_computes_engine_9_eagerly_and_engine_1s_forward_when_compiled():
+def test_the_transformer_computes_engine_10_eagerly_and_engine_1s_forward_when_compiled():
     """Its network computes the engine the trainer sets, except under the compiled engine,
     whose traced forward stays engine 1's, as it was before engine 7 (version 5's numbers)."""
     model = SparseParityTrainer([TRANSFORMER]).model
-    assert model.engine == model.net.engine == 9
+    assert model.engine == model.net.engine == 10
     model.engine = COMPILED_ENGINE
     assert model.engine == COMPILED_ENGINE and model.net.engine == 1

@@ -54,6 +54,7 @@ SPARSE_PARITY = Task(
     data_builder=f"{_HERE}.data:build_data",
     model_builder=f"{_HERE}.model:build_model",
     eager_engine=f"{_HERE}.model:eager_engine",  # the MLP: engine 6 (model.py)
+    pass_examples=f"{_HERE}.model:pass_examples",  # the transformer's under engine 10
     tl_export=f"{_HERE}.model:tl_export",
     cost=sparse_parity_cost,
     views=f"{_HERE}.views:VIEW",

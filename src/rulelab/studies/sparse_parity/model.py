@@ -34,7 +34,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from rulelab.models.hooks import HookedEnsemble, HookPoint
-from rulelab.models.transformer import COMPILED_ENGINES, EnsembleTransformer, TransformerShape
+from rulelab.models.transformer import (
+    COMPILED_ENGINES,
+    EnsembleTransformer,
+    TransformerShape,
+)
+from rulelab.models.transformer import pass_examples as transformer_pass_examples
 
 
 class EnsembleParityMLP(HookedEnsemble):
@@ -99,9 +104,17 @@ class EnsembleParityMLP(HookedEnsemble):
 
 def eager_engine(cfg) -> int:
     """The engine version the eager engine trains ``cfg`` with (``Task.eager_engine``): the
-    MLP's own; the transformer is study S's network, with its eager engine (8)."""
+    MLP's own; the transformer is study S's network, with its eager engine (10)."""
     model = EnsembleParityMLP if cfg.model == "mlp" else EnsembleTransformer
     return model.eager_engine
+
+
+def pass_examples(cfg, engine: int) -> int | None:
+    """Examples per pass the engine sizes for ``cfg`` (``Task.pass_examples``): the
+    transformer's (:func:`rulelab.models.transformer.pass_examples`); none for the MLP."""
+    if cfg.model == "mlp":
+        return None
+    return transformer_pass_examples(transformer_shape(cfg), engine)
 
 
 def transformer_shape(cfg) -> TransformerShape:
