@@ -28,7 +28,7 @@ LANE_ENGINE = 8  # the engine version that runs lane_forward: batch innermost ev
 FUSED_LANE_ENGINE = 9
 # engine 9's forward and backward, each step cut into passes sized to the model (issue 25)
 SIZED_PASS_ENGINE = 10
-PASS_BYTES = 12 << 20  # a pass's activations per member, at most (pass_examples)
+PASS_BYTES = 24 << 20  # a pass's activations per member, at most (pass_examples)
 PASS_MAX = 512  # examples per pass, at most: the default micro-batch of the engines before
 COMPILED_ENGINES = (3, 5)  # trace fused_forward inside torch.compile (store.version, issue 25)
 
@@ -176,10 +176,12 @@ def pass_examples(shape, engine: int) -> int | None:
 
     Why: a pass writes its activations in the forward and reads them back in the backward, and
     on a CPU each op of a larger pass reads operands written megabytes earlier, from L3 or
-    memory (bench/cold_kernels.py). Study S's 2-layer models train 1.02–1.37× faster per
-    member in these passes than in 512s, at 4–16 members and d_model 24–64, and no cell slower
-    (bench/pass_size.py). Fixed by the shape alone, never by the ensemble, so a member sums its
-    gradient in the same order in any ensemble (member ≡ solo)."""
+    memory (bench/cold_kernels.py); a smaller one pays more Python and dispatch per example.
+    Which wins depends on the members an ensemble holds, and the pass may not (member ≡ solo:
+    it is fixed by the shape alone). For study S's 2-layer models at d_model 48–64 this gives
+    256 where engine 9 took 512: 1.09–1.23× faster per member at 2–16 members, 0.94–0.96× for a
+    lone run; at d_model 24–32 a pass of 256 lost at one or two members (0.82–0.95×), so they
+    keep 512 (bench/pass_size.py; the README's "Engine 10")."""
     if engine != SIZED_PASS_ENGINE:
         return None
     per_example = activation_bytes(shape)

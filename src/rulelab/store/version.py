@@ -65,8 +65,8 @@ before engine versions existed carries none and reads as version 1.
 - 10: the transformer's eager engine on the CPU (issue 25): engine 9's forward and backward,
   with each step cut into passes sized to the model where ``--micro-batch`` is not given
   (:func:`rulelab.models.transformer.pass_examples`: the largest power of two ≤ 512 whose
-  activations stay within 12 MiB per member — 256 examples for study S's 2-layer models at
-  d_model 24–32, 128 at 48–64; 512 where a model is small enough) instead of engine 9's 512.
+  activations stay within 24 MiB per member — 256 examples for study S's 2-layer models at
+  d_model 48–64, 512 at 24–32 and wherever a model is small enough) instead of engine 9's 512.
   A step's gradient is summed pass by pass, so the numbers differ from engine 9's wherever a
   step holds more examples than a pass; with ``--micro-batch 512`` they are engine 9's. The
   pass depends on the shape alone, never on the ensemble: a member equals its solo run.

@@ -22,8 +22,8 @@ from rulelab.store import Lab, StoreError
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 from rulelab.studies.shortcut_saturation.trainer import MPSPTrainer
 
-WIDE = dict(seq_len=5, vocab=12, n_eval=32, d_model=64, d_mlp=128, heads=2, layers=2,
-            eval_every=2, lr=3e-3)  # 6 positions: 44 KB of activations an example, passes of 256
+WIDE = dict(seq_len=5, vocab=12, n_eval=32, d_model=128, d_mlp=256, heads=2, layers=2,
+            eval_every=2, lr=3e-3)  # 6 positions: 87 KB of activations an example, passes of 256
 
 
 def _ladder(d_model: int, d_mlp: int, layers: int = 2) -> MPSPRunConfig:
@@ -32,8 +32,8 @@ def _ladder(d_model: int, d_mlp: int, layers: int = 2) -> MPSPRunConfig:
 
 
 @pytest.mark.parametrize(("d_model", "d_mlp", "layers", "want"),
-                         [(24, 48, 2, 256), (32, 64, 2, 256), (48, 96, 2, 128),
-                          (64, 128, 2, 128), (64, 128, 1, 256), (24, 48, 1, 512),
+                         [(24, 48, 2, 512), (32, 64, 2, 512), (48, 96, 2, 256),
+                          (64, 128, 2, 256), (64, 128, 1, 512), (128, 256, 2, 128),
                           (256, 1024, 4, 16)])
 def test_the_pass_is_the_largest_power_of_two_whose_activations_fit(d_model, d_mlp, layers,
                                                                      want):
@@ -50,8 +50,8 @@ def test_the_pass_is_the_largest_power_of_two_whose_activations_fit(d_model, d_m
 
 
 def test_the_settings_pick_the_pass():
-    cfg = _ladder(64, 128)  # the paper's widths: 128
-    assert micro_batch_for(Settings(), cfg) == 128
+    cfg = _ladder(64, 128)  # the paper's widths: 256
+    assert micro_batch_for(Settings(), cfg) == 256
     assert micro_batch_for(Settings(engine="9"), cfg) == DEFAULT_MICRO_BATCH
     assert micro_batch_for(Settings(micro_batch=300), cfg) == 300  # --micro-batch wins
     assert micro_batch_for(Settings(engine="compiled"), cfg) == DEFAULT_MICRO_BATCH
