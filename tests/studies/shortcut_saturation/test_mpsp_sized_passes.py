@@ -114,3 +114,13 @@ def test_an_engine_9_run_resumes_under_engine_9_and_is_refused_otherwise(tmp_pat
     resumed = lab.load_checkpoint(cfg.run_id)  # resumed under engine 9: its numbers, bitwise
     for name, p in _params(whole).items():
         assert torch.equal(p, resumed["params"][name]), name
+
+
+def test_where_a_step_fits_in_one_pass_engine_10_trains_engine_9s_numbers():
+    """Minibatches of 64 (the quick preset's) fit one pass of either engine: the same bits."""
+    cfg = MPSPRunConfig(**WIDE, n_train=256, batch_size=64, epochs=2, seed=1)
+    ten, nine = _fit([cfg], Settings()), _fit([cfg], Settings(engine="9"))
+    assert (ten.micro_batch, nine.micro_batch) == (256, 512)
+    for name, p in _params(nine).items():
+        assert torch.equal(p, _params(ten)[name]), name
+    assert nine.rows[0] == ten.rows[0]
