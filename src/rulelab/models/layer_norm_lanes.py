@@ -100,10 +100,12 @@ def forward_lanes(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float,
     if lib is not None:
         w, b = w.contiguous(), b.contiguous()
         o, bias, s = (None, None, None) if residual is None else residual
+        # held by a name until the call returns: a temporary copy's pointer would dangle
+        bias = None if bias is None else bias.contiguous()
         lib.rl_ln_forward(x.data_ptr(), x.stride(0), x.stride(1),
                           *((None, 0, 0, None, None) if o is None else
-                            (o.data_ptr(), o.stride(0), o.stride(1),
-                             bias.contiguous().data_ptr(), s.data_ptr())),
+                            (o.data_ptr(), o.stride(0), o.stride(1), bias.data_ptr(),
+                             s.data_ptr())),
                           w.data_ptr(), b.data_ptr(), eps, y.data_ptr(), mean.data_ptr(),
                           rstd.data_ptr(), E, d, R)
         return y, mean, rstd

@@ -128,3 +128,18 @@ def test_kernel_and_pytorch_paths_agree_with_one_gradient_missing(native):
         assert _same(a, c)
     torch.testing.assert_close(ours[0], base + (o + bias[:, :, None, None]), rtol=0, atol=0)
     torch.testing.assert_close(ours[4], ours[3].sum((2, 3)))  # the bias sums o's gradient
+
+
+def test_a_bias_not_in_contiguous_memory_gives_the_same_bits(native):
+    """A bias passed as a view (one member's row repeated: stride 0, as a functional call with
+    expanded weights hands it) is read as its values: the kernel once read a temporary
+    contiguous copy freed before the call (the first members' bias came out as garbage)."""
+    gen = torch.Generator().manual_seed(5)
+    base, o = torch.randn(3, 8, 2, 32, generator=gen), torch.randn(3, 8, 2, 32, generator=gen)
+    w, b, row = (torch.randn(1, 8, generator=gen) for _ in range(3))
+    views = [t.expand(3, 8) for t in (row, w, b)]
+    for on in (True, False):
+        strided = native(on, lambda: ResidualLayerNorm.apply(base, o, *views, 1e-5))
+        dense = native(on, lambda: ResidualLayerNorm.apply(base, o, *(v.contiguous()
+                                                                      for v in views), 1e-5))
+        assert all(_same(a, c) for a, c in zip(strided, dense, strict=True))
