@@ -179,8 +179,8 @@ def pass_examples(shape, engine: int) -> int | None:
     memory (bench/cold_kernels.py); a smaller one pays more Python and dispatch per example.
     Which wins depends on the members an ensemble holds, and the pass may not (member ≡ solo:
     it is fixed by the shape alone). For study S's 2-layer models at d_model 48–64 this gives
-    256 where engine 9 took 512: 1.09–1.23× faster per member at 2–16 members, 0.94–0.96× for a
-    lone run; at d_model 24–32 a pass of 256 lost at one or two members (0.82–0.95×), so they
+    256 where engine 9 took 512: 1.06–1.20× faster per member at 2–16 members, 0.90–1.00× for
+    a lone run; at d_model 24–32 a pass of 256 lost at one or two members (0.81–0.98×), so they
     keep 512 (bench/pass_size.py; the README's "Engine 10")."""
     if engine != SIZED_PASS_ENGINE:
         return None
