@@ -77,6 +77,24 @@ def cpu_info() -> CpuInfo:
     return CpuInfo(info.model or platform.processor() or platform.machine(), flags)
 
 
+@functools.cache
+def cpu_kernels() -> str:
+    """The kind of CPU a run's numbers are bitwise reproducible on, e.g. ``"GenuineIntel
+    AVX512"``: its vendor and the widest vector kernels PyTorch dispatches to. MKL and PyTorch
+    pick their matmul and reduction kernels by these, and kernels of another width or vendor
+    path add in another order: the same config, seed and engine give other numbers on another
+    kind of CPU (study S's quick preset, 1L at r = 0.5: 1/8 generalized on an AVX2 EPYC, 0/8 on
+    an AVX-512 Xeon)."""
+    vendor = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            vendor = next((ln.split(":", 1)[1].strip() for ln in f
+                           if ln.startswith("vendor_id")), "")
+    except OSError:
+        pass
+    return f"{vendor or platform.machine()} {torch.backends.cpu.get_cpu_capability()}"
+
+
 def cpu_extensions(info: CpuInfo | None = None) -> tuple[str, ...]:
     """The vector / matrix extensions of :data:`EXTENSIONS` this CPU has."""
     info = info or cpu_info()

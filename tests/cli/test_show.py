@@ -17,6 +17,7 @@ import pytest
 import rulelab
 from cli_inproc import run_main
 from labs import tiny_lab
+from rulelab.hardware import cpu_kernels
 from rulelab.report.run_curves import BARS, sparkline
 
 SNAPSHOTS = "execution: {snapshots: 3}\n"
@@ -72,6 +73,10 @@ def test_show_prints_the_run_its_config_summary_curves_and_files(lab, capsys, mo
                                          f"{val.max():.3g})")
     snaps = ", ".join(map(str, loaded.lab.snapshot_epochs(rid)))
     assert f"  final checkpoint · weight snapshots: epochs {snaps}" in lines
+    state = loaded.lab.load_checkpoint(rid)  # what else fixed its numbers: pass, precision, CPU
+    step = min(state["micro_batch"], state["step_examples"])
+    assert f"  numerics: steps summed in passes of {step:,} · fp32 · on a {cpu_kernels()} CPU " \
+           "from epoch 0" in lines
     assert "  analyses: none" in lines
 
 

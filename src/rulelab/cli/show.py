@@ -145,11 +145,36 @@ def sheet(lab, record: dict, row: pd.Series, summary: list[str], metrics: pd.Dat
         if final else "no checkpoint"
     lines += ["stored", f"  {ckpt} · weight snapshots: "
               f"{'epochs ' + ', '.join(map(str, snaps)) if snaps else 'none'}"]
+    if final and (numerics := numerics_line(checkpoint_path(lab.checkpoints_dir, rid))):
+        lines.append(f"  {numerics}")
     held = held_analyses(lab, rid)
     lines += ["  analyses:" + ("" if held else " none"), *(f"    {h}" for h in held)]
     lines.append(f"next: lab.model({short!r}) · rulelab export tl {short} · rulelab analyze "
                  f"NAME --where \"run_id == '{rid}'\"")
     return lines
+
+
+def numerics_line(path) -> str | None:
+    """What else fixed a run's numbers, from its checkpoint: the examples per member a step was
+    summed in (``store.version.micro_batch_refusal``), the precision, and the kind of CPU each
+    stretch of epochs ran on (``hardware.cpu_kernels``: bitwise the same only on one kind);
+    None where the checkpoint cannot be read or records none of them."""
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 — a damaged checkpoint: the driver's own check says so
+        return None
+    parts = []
+    if state.get("micro_batch") is not None and state.get("step_examples") is not None:
+        parts.append(f"steps summed in passes of "
+                     f"{min(int(state['micro_batch']), int(state['step_examples'])):,}")
+    if state.get("precision"):
+        parts.append(str(state["precision"]))
+    if cpus := state.get("cpus"):
+        parts.append("on " + ", then ".join(f"a {kind} CPU from epoch {epoch}"
+                                            for epoch, kind in cpus))
+    return "numerics: " + " · ".join(parts) if parts else None
 
 
 def when(stamp: str) -> str:

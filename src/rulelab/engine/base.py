@@ -28,6 +28,7 @@ forward, the loss and through them the backward — with ``torch.compile``
 from __future__ import annotations
 
 import contextlib
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
@@ -39,6 +40,7 @@ from rulelab.engine.collector import setup_frozen
 from rulelab.engine.compiled import compile_step, engine_in_use, micro_batch_for
 from rulelab.engine.per_example import cross_entropy
 from rulelab.engine.threads import training_threads
+from rulelab.hardware import cpu_kernels
 from rulelab.settings import Settings
 from rulelab.store.version import COMPILED_ENGINE, engine_of
 
@@ -92,6 +94,11 @@ class EnsembleTrainerBase(ABC):
         # [(first epoch, engine version)] each member trained under (store.version, issue 25)
         self.engines: list[list[tuple[int, int]]] = [[(0, self.engine_version)]
                                                      for _ in self.configs]
+        # [(first epoch, kind of CPU)] each member trained on: the numbers are bitwise the same
+        # only on one kind (hardware.cpu_kernels); None on an accelerator
+        self.cpu = cpu_kernels() if self.device.type == "cpu" else None
+        self.cpus: list[list[tuple[int, str]]] = [[(0, self.cpu)] if self.cpu else []
+                                                  for _ in self.configs]
         self.epoch = 0
         # examples per member per pass: --micro-batch, or the engine's for this shape
         self.micro_batch = micro_batch_for(self.options, self.cfg)
@@ -256,6 +263,7 @@ class EnsembleTrainerBase(ABC):
             "micro_batch": self.micro_batch,
             "step_examples": self.step_examples,
             "precision": self.options.precision,  # store.version.precision_refusal
+            "cpus": [list(p) for p in self.cpus[e]],  # hardware.cpu_kernels, per stretch
         }
 
     def load_member_state(self, e: int, state: dict) -> None:
@@ -273,3 +281,12 @@ class EnsembleTrainerBase(ABC):
         if engines[-1][1] != self.engine_version:  # resumed under another engine: recorded
             engines.append((self.epoch, self.engine_version))
         self.engines[e] = engines
+        cpus = [tuple(p) for p in state.get("cpus", [])]
+        if self.cpu and cpus and cpus[-1][1] != self.cpu:  # on another kind of CPU: said, kept
+            warnings.warn(f"run {self.configs[e].run_id} was trained to epoch {self.epoch} on "
+                          f"a {cpus[-1][1]} CPU and resumes on a {self.cpu} one: its kernels "
+                          "round otherwise, so from here on its numbers are this CPU's (both "
+                          "recorded in its checkpoint)", RuntimeWarning, stacklevel=2)
+        if self.cpu and (not cpus or cpus[-1][1] != self.cpu):
+            cpus.append((self.epoch, self.cpu))
+        self.cpus[e] = cpus

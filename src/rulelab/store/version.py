@@ -6,7 +6,9 @@ untracked files do not count), or ``"<version>+unknown"`` when the package does 
 git checkout or git is unavailable.
 
 An engine version numbers the training numerics: same config + seed + engine version → the
-same numbers, bitwise on the CPU. :data:`ENGINE_VERSION` is the default (eager) engine's; it is
+same numbers, bitwise on the same kind of CPU (its vendor and vector width, which MKL and
+PyTorch pick kernels by: :func:`rulelab.hardware.cpu_kernels`, recorded per stretch of epochs
+in each checkpoint). :data:`ENGINE_VERSION` is the default (eager) engine's; it is
 bumped by every change that moves a number (a fused kernel, another summation order), never
 otherwise. A change that moves the numbers of one model only is a new version for that model
 alone: its task declares the eager engine version of its configs (``Task.eager_engine``;
