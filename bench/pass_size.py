@@ -1,5 +1,5 @@
 """How many examples a training pass should hold: engine 10's passes sized to the model
-(:func:`rulelab.models.transformer.pass_examples`) against engine 9's 512 (issue 25).
+(:func:`rulelab.models.passes.pass_examples`) against engine 9's 512 (issue 25).
 
 A step's gradient is summed pass by pass (micro-batches of ``--micro-batch`` examples per
 member). A larger pass costs less Python and dispatch per example, but its activations — written
@@ -25,7 +25,8 @@ import torch
 import torch.nn.functional as F
 
 from rulelab.engine.allocator import keep_heap
-from rulelab.models.transformer import SIZED_PASS_ENGINE, EnsembleTransformer, pass_examples
+from rulelab.models.passes import SIZED_PASS_ENGINE, pass_examples
+from rulelab.models.transformer import EnsembleTransformer
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
 
 N, T = 1024, 11  # examples per member per step; positions (CLS + 10)

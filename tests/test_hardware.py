@@ -13,6 +13,7 @@ model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
 flags\t\t: fpu sse4_2 avx avx2 fma avx512f avx512bw avx512_vnni avx512_bf16 amx_bf16 amx_tile
 """
 EPYC = """processor\t: 0
+vendor_id\t: AuthenticAMD
 model name\t: AMD EPYC 7B13 64-Core Processor
 flags\t\t: fpu sse4_2 avx avx2 fma
 processor\t: 1
@@ -49,6 +50,23 @@ def test_cpuinfo_is_parsed_per_kind_of_machine():
     assert epyc.model == "AMD EPYC 7B13 64-Core Processor"  # the first processor's line
     assert hardware.cpu_extensions(epyc) == ("avx2", "fma")
     assert hardware.cpu_extensions(hardware._parse_cpuinfo(ARM)) == ("asimd", "sve")
+    assert (epyc.vendor, amx.vendor) == ("AuthenticAMD", "")  # the Xeon text states none
+
+
+def test_the_kind_of_cpu_is_its_vendor_and_torchs_vector_width(cpu, monkeypatch):
+    """hardware.cpu_kernels, recorded per stretch of epochs in every checkpoint."""
+    import platform
+
+    import torch
+
+    width = torch.backends.cpu.get_cpu_capability()
+    cpu(EPYC)
+    hardware.cpu_kernels.cache_clear()
+    assert hardware.cpu_kernels() == f"AuthenticAMD {width}"
+    cpu(ARM)  # no vendor line: the machine's architecture instead
+    hardware.cpu_kernels.cache_clear()
+    assert hardware.cpu_kernels() == f"{platform.machine()} {width}"
+    hardware.cpu_kernels.cache_clear()  # the real machine's for the tests after
 
 
 @pytest.mark.parametrize(("text", "kind"), [(AMX, "AMX"), (EPYC, None), (AVX512_NO_BF16, None),

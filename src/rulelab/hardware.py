@@ -32,14 +32,16 @@ EXTENSIONS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp
 
 @dataclass(frozen=True)
 class CpuInfo:
-    """The CPU model name and its feature flags (lower case, as /proc/cpuinfo spells them)."""
+    """The CPU model name, its feature flags (lower case, as /proc/cpuinfo spells them) and its
+    vendor (``GenuineIntel``, ``AuthenticAMD``; empty where not stated)."""
 
     model: str
     flags: frozenset[str]
+    vendor: str = ""
 
 
 def _parse_cpuinfo(text: str) -> CpuInfo:
-    model, flags = "", frozenset()
+    model, flags, vendor = "", frozenset(), ""
     for line in text.splitlines():
         key, _, value = line.partition(":")
         key = key.strip().lower()
@@ -47,7 +49,9 @@ def _parse_cpuinfo(text: str) -> CpuInfo:
             model = value.strip()
         elif key in ("flags", "features") and not flags:  # x86 "flags", arm "Features"
             flags = frozenset(value.split())
-    return CpuInfo(model, flags)
+        elif key == "vendor_id" and not vendor:
+            vendor = value.strip()
+    return CpuInfo(model, flags, vendor)
 
 
 def _torch_flags() -> frozenset[str]:
@@ -74,7 +78,7 @@ def cpu_info() -> CpuInfo:
     except OSError:
         info = CpuInfo("", frozenset())
     flags = info.flags or _torch_flags()
-    return CpuInfo(info.model or platform.processor() or platform.machine(), flags)
+    return CpuInfo(info.model or platform.processor() or platform.machine(), flags, info.vendor)
 
 
 @functools.cache
@@ -83,16 +87,9 @@ def cpu_kernels() -> str:
     AVX512"``: its vendor and the widest vector kernels PyTorch dispatches to. MKL and PyTorch
     pick their matmul and reduction kernels by these, and kernels of another width or vendor
     path add in another order: the same config, seed and engine give other numbers on another
-    kind of CPU (study S's quick preset, 1L at r = 0.5: 1/8 generalized on an AVX2 EPYC, 0/8 on
-    an AVX-512 Xeon)."""
-    vendor = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            vendor = next((ln.split(":", 1)[1].strip() for ln in f
-                           if ln.startswith("vendor_id")), "")
-    except OSError:
-        pass
-    return f"{vendor or platform.machine()} {torch.backends.cpu.get_cpu_capability()}"
+    kind of CPU (docs/running.md, "The kind of CPU is part of the numbers too")."""
+    vendor = cpu_info().vendor or platform.machine()
+    return f"{vendor} {torch.backends.cpu.get_cpu_capability()}"
 
 
 def cpu_extensions(info: CpuInfo | None = None) -> tuple[str, ...]:

@@ -110,6 +110,13 @@ class Settings(StrictTypes):
         return type(self)(**{**self.model_dump(), **given}) if given else self
 
     @property
+    def largest_pass(self) -> int:
+        """The most examples per member a pass can hold under these settings, for memory
+        estimates made before any engine is chosen: ``micro_batch``, else the default (an
+        engine's own pass is never larger: ``rulelab.models.passes.PASS_MAX``)."""
+        return self.micro_batch or DEFAULT_MICRO_BATCH
+
+    @property
     def parallel_chunks(self) -> int:
         """How many chunks the local executor trains at once: ``workers``, or by default the
         usable cores on the CPU and 1 on an accelerator (its numbers stay the same either way)."""

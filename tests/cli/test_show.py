@@ -80,6 +80,36 @@ def test_show_prints_the_run_its_config_summary_curves_and_files(lab, capsys, mo
     assert "  analyses: none" in lines
 
 
+def test_show_reads_the_numerics_from_the_checkpoint(lab, capsys, monkeypatch):
+    """A run resumed on another kind of CPU and trained in passes of 64: what its checkpoint
+    holds is printed, not this machine's kind or the settings' pass; a checkpoint whose hash
+    no longer matches the lab's record is not read (no numerics line)."""
+    from rulelab.cli.show import numerics_line
+
+    class Held:  # a lab holding one checkpoint
+        def __init__(self, state):
+            self.state = state
+
+        def load_checkpoint(self, run_id):
+            return self.state
+
+    state = {"micro_batch": 512, "step_examples": 64, "precision": "bf16",
+             "cpus": [[0, "AuthenticAMD AVX2"], [7, "GenuineIntel AVX512"]]}
+    assert numerics_line(Held(state), "r") == (
+        "numerics: steps summed in passes of 64 · bf16 · on a AuthenticAMD AVX2 CPU from epoch "
+        "0, then a GenuineIntel AVX512 CPU from epoch 7")
+    assert numerics_line(Held({"micro_batch": 128, "step_examples": 2048}), "r") == \
+        "numerics: steps summed in passes of 128"
+    assert numerics_line(Held({}), "r") is None and numerics_line(Held(None), "r") is None
+    loaded = rulelab.load(lab)
+    rid = loaded.where("layers == 1 and seed == 0").index[0]
+    changed = {**loaded.lab.load_checkpoint(rid), "precision": "bf16"}
+    loaded.lab.save_checkpoint(rid, changed)  # its recorded hash now differs: damaged
+    res = run_main(["show", rid[:6], "--lab", lab], capsys, monkeypatch)
+    assert res.returncode == 0, res.stderr
+    assert "  final checkpoint" in res.stdout and "numerics" not in res.stdout
+
+
 def test_show_lists_the_analyses_with_rows_of_the_run(lab, capsys, monkeypatch):
     loaded = rulelab.load(lab)
     rid, other = loaded.where("layers == 1").index

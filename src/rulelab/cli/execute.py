@@ -29,7 +29,6 @@ def as_keys(message: str) -> str:
 def check_recipe(recipe, settings) -> None:
     """The task's checks and the memory check of ``recipe``'s runs (one line each); a recipe
     file's problems name the file and its keys, a command line's its flags."""
-    from rulelab.settings import DEFAULT_MICRO_BATCH
     from rulelab.study_registry import task
     from rulelab.sweep.estimate import oversized
 
@@ -38,9 +37,7 @@ def check_recipe(recipe, settings) -> None:
     try:
         if spec.check:
             spec.check(configs)
-        # the default pass at most: an engine's own pass is never larger (micro_batch_for)
-        too_big = oversized(configs, settings.device, settings.micro_batch or DEFAULT_MICRO_BATCH,
-                            settings.eval_chunk)
+        too_big = oversized(configs, settings.device, settings.largest_pass, settings.eval_chunk)
         if too_big:
             raise UserError(too_big)
     except UserError as e:

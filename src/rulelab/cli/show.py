@@ -145,7 +145,7 @@ def sheet(lab, record: dict, row: pd.Series, summary: list[str], metrics: pd.Dat
         if final else "no checkpoint"
     lines += ["stored", f"  {ckpt} · weight snapshots: "
               f"{'epochs ' + ', '.join(map(str, snaps)) if snaps else 'none'}"]
-    if final and (numerics := numerics_line(checkpoint_path(lab.checkpoints_dir, rid))):
+    if final and (numerics := numerics_line(lab, rid)):
         lines.append(f"  {numerics}")
     held = held_analyses(lab, rid)
     lines += ["  analyses:" + ("" if held else " none"), *(f"    {h}" for h in held)]
@@ -154,21 +154,24 @@ def sheet(lab, record: dict, row: pd.Series, summary: list[str], metrics: pd.Dat
     return lines
 
 
-def numerics_line(path) -> str | None:
+def numerics_line(lab, run_id: str) -> str | None:
     """What else fixed a run's numbers, from its checkpoint: the examples per member a step was
-    summed in (``store.version.micro_batch_refusal``), the precision, and the kind of CPU each
+    summed in (``store.version.recorded_pass``), the precision, and the kind of CPU each
     stretch of epochs ran on (``hardware.cpu_kernels``: bitwise the same only on one kind);
-    None where the checkpoint cannot be read or records none of them."""
-    import torch
+    None where the checkpoint cannot be read (the driver's own check says why) or records none
+    of them."""
+    from rulelab.store import StoreError
+    from rulelab.store.version import recorded_pass
 
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # noqa: BLE001 — a damaged checkpoint: the driver's own check says so
+        state = lab.load_checkpoint(run_id)
+    except StoreError:
+        return None
+    if state is None:
         return None
     parts = []
-    if state.get("micro_batch") is not None and state.get("step_examples") is not None:
-        parts.append(f"steps summed in passes of "
-                     f"{min(int(state['micro_batch']), int(state['step_examples'])):,}")
+    if (examples := recorded_pass(state)) is not None:
+        parts.append(f"steps summed in passes of {examples:,}")
     if state.get("precision"):
         parts.append(str(state["precision"]))
     if cpus := state.get("cpus"):

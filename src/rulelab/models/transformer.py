@@ -21,15 +21,12 @@ from rulelab.models.components import Block, LayerNorm
 from rulelab.models.fused_forward import fused_forward
 from rulelab.models.hooks import HookedEnsemble, HookPoint
 from rulelab.models.lane_forward import embed_padded, lane_forward
+from rulelab.models.passes import SIZED_PASS_ENGINE
 
 FAST_ATTENTION_ENGINE = 7  # the engine version that runs forward_fast (store.version, issue 25)
 LANE_ENGINE = 8  # the engine version that runs lane_forward: batch innermost everywhere
 # lane_forward with the attention's softmax sums in key order, its core fused (issue 25)
 FUSED_LANE_ENGINE = 9
-# engine 9's forward and backward, each step cut into passes sized to the model (issue 25)
-SIZED_PASS_ENGINE = 10
-PASS_BYTES = 24 << 20  # a pass's activations per member, at most (pass_examples)
-PASS_MAX = 512  # examples per pass, at most: the default micro-batch of the engines before
 COMPILED_ENGINES = (3, 5)  # trace fused_forward inside torch.compile (store.version, issue 25)
 
 
@@ -157,35 +154,3 @@ def eager_engine(cfg) -> int:
     (``Task.eager_engine``): :data:`SIZED_PASS_ENGINE`, whatever its shape."""
     return EnsembleTransformer.eager_engine
 
-
-def activation_bytes(shape) -> int:
-    """Bytes of the activations one example's forward keeps for its backward, per member: the
-    residual stream, LayerNorm outputs, Q/K/V, attention patterns and MLP hidden units of
-    every block, ``4 · layers · T · (10·d_model + 2·d_mlp + 2·heads·T)`` (T = seq_len + 1; the
-    training-activation term of study S's cost, ``shortcut_saturation/cost.py``)."""
-    cfg = TransformerShape.of(shape)
-    T = cfg.seq_len + 1
-    return 4 * cfg.layers * T * (10 * cfg.d_model + 2 * cfg.d_mlp + 2 * cfg.heads * T)
-
-
-def pass_examples(shape, engine: int) -> int | None:
-    """Examples per member per pass under engine version ``engine`` (``Task.pass_examples``):
-    for engine 10, the largest power of two ≤ :data:`PASS_MAX` whose activations stay within
-    :data:`PASS_BYTES` per member (at least 16: one block of the attention core); None for the
-    engines before, which cut every step into the settings' passes of 512.
-
-    Why: a pass writes its activations in the forward and reads them back in the backward, and
-    on a CPU each op of a larger pass reads operands written megabytes earlier, from L3 or
-    memory (bench/cold_kernels.py); a smaller one pays more Python and dispatch per example.
-    Which wins depends on the members an ensemble holds, and the pass may not (member ≡ solo:
-    it is fixed by the shape alone). For study S's 2-layer models at d_model 48–64 this gives
-    256 where engine 9 took 512: 1.06–1.20× faster per member at 2–16 members, 0.90–1.00× for
-    a lone run; at d_model 24–32 a pass of 256 lost at one or two members (0.81–0.98×), so they
-    keep 512 (bench/pass_size.py; the README's "Engine 10")."""
-    if engine != SIZED_PASS_ENGINE:
-        return None
-    per_example = activation_bytes(shape)
-    examples = PASS_MAX
-    while examples > 16 and examples * per_example > PASS_BYTES:
-        examples //= 2
-    return examples

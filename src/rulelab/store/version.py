@@ -66,7 +66,7 @@ before engine versions existed carries none and reads as version 1.
   eager engine is 4.
 - 10: the transformer's eager engine on the CPU (issue 25): engine 9's forward and backward,
   with each step cut into passes sized to the model where ``--micro-batch`` is not given
-  (:func:`rulelab.models.transformer.pass_examples`: the largest power of two ≤ 512 whose
+  (:func:`rulelab.models.passes.pass_examples`: the largest power of two ≤ 512 whose
   activations stay within 24 MiB per member — 256 examples for study S's 2-layer models at
   d_model 48–64, 512 at 24–32 and wherever a model is small enough) instead of engine 9's 512.
   A step's gradient is summed pass by pass, so the numbers differ from engine 9's wherever a
@@ -115,25 +115,31 @@ def engine_refusal(run_id: str, recorded: int, epoch: int, current: int = ENGINE
             "anyway (the switch is recorded on the run), or train it afresh in another lab")
 
 
+def recorded_pass(state: dict) -> int | None:
+    """The examples per member a checkpoint's steps were summed in, ``min(micro_batch, examples
+    per step)``, or None where it records neither (written before issue 25's engine 4)."""
+    recorded, step = state.get("micro_batch"), state.get("step_examples")
+    return None if recorded is None or step is None else min(int(recorded), int(step))
+
+
 def micro_batch_refusal(run_id: str, state: dict, micro_batch: int) -> str | None:
     """The one line refusing to resume ``run_id`` from checkpoint ``state`` in micro-batches of
     ``micro_batch`` examples per member, or None where its steps would be cut as before.
 
     A step's gradient is summed micro-batch by micro-batch (:mod:`rulelab.engine.base`), so
     another micro-batch size sums it in another order: other numbers, as another engine would
-    give. What counts is the pass a step is cut into, ``min(micro_batch, examples per step)``;
-    a checkpoint that records neither (written before issue 25's engine 4) is not judged."""
-    recorded, step = state.get("micro_batch"), state.get("step_examples")
-    epoch = int(state.get("epoch", 0))
-    if recorded is None or step is None or epoch == 0:
+    give. What counts is the pass a step is cut into (:func:`recorded_pass`); a checkpoint that
+    records none is not judged."""
+    before, epoch = recorded_pass(state), int(state.get("epoch", 0))
+    if before is None or epoch == 0:
         return None
-    before, now = min(int(recorded), int(step)), min(int(micro_batch), int(step))
+    now = min(int(micro_batch), int(state["step_examples"]))
     if before == now:
         return None
     return (f"run {run_id} was trained to epoch {epoch} in micro-batches of {before} examples "
             f"per member; --micro-batch {micro_batch} would cut its steps in passes of {now} "
             f"and sum their gradients in another order (other numbers): resume it with "
-            f"--micro-batch {recorded}, or train it afresh in another lab")
+            f"--micro-batch {state['micro_batch']}, or train it afresh in another lab")
 
 
 def precision_refusal(run_id: str, state: dict, precision: str) -> str | None:

@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rulelab.settings import DEFAULT_MICRO_BATCH, Settings
+from rulelab.settings import Settings
 from rulelab.store import Lab, LabDir, StoreError
 from rulelab.store.atomic import remove_stale_temp_files
 from rulelab.store.errors import first_line
@@ -58,8 +58,7 @@ def make_plan(recipe: Recipe, lab: Lab | None, settings: Settings, *,
     if workers > 1:
         budget, note = budget // workers, f"{note}, shared by {workers} chunks at once"
     chunks, caps = plan_chunks(todo, start, max_members=settings.max_members,
-                               budget_bytes=budget,
-                               micro_batch=settings.micro_batch or DEFAULT_MICRO_BATCH,
+                               budget_bytes=budget, micro_batch=settings.largest_pass,
                                eval_chunk=settings.eval_chunk, interleave_seeds=interleave_seeds,
                                min_chunks=workers)
     counts = list(statuses.values())

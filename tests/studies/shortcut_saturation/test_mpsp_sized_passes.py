@@ -1,5 +1,5 @@
 """Engine 10, the transformer's eager engine on the CPU (issue 25): engine 9's kernels with each
-step cut into passes sized to the model (``models.transformer.pass_examples``) where
+step cut into passes sized to the model (``models.passes.pass_examples``) where
 ``--micro-batch`` is not given. The pass is part of the numbers: recorded, refused on resume
 when it would change, and engine 9's numbers come back with ``--engine 9`` or
 ``--micro-batch 512``."""
@@ -9,14 +9,14 @@ import torch
 
 from rulelab.engine.compiled import micro_batch_for
 from rulelab.engine.runner import train_chunk
-from rulelab.models.transformer import (
-    FUSED_LANE_ENGINE,
+from rulelab.models.passes import (
     PASS_BYTES,
     PASS_MAX,
     SIZED_PASS_ENGINE,
     activation_bytes,
     pass_examples,
 )
+from rulelab.models.transformer import FUSED_LANE_ENGINE
 from rulelab.settings import DEFAULT_MICRO_BATCH, Settings
 from rulelab.store import Lab, StoreError
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from rulelab.models.passes import activation_bytes
 from rulelab.sweep.estimate import ACTIVATION_SLACK, ROW_BYTES, RunCost
 
 
@@ -19,8 +20,9 @@ def mpsp_cost(c, micro_batch: int, eval_chunk: int) -> RunCost:
     fwd = 2 * macs
     params = (c.vocab + 1 + T) * d + L * (4 * d * d + 2 * d * f + 6 * d + f) + d * c.label_mod
     # per token and layer: LN in/out, q, k, v, z, attn out, resid (≈ 10 d), MLP pre/post (2 f),
-    # scores and pattern (2 h T); evaluation keeps no graph but holds a layer's temporaries.
-    train_act = L * micro_batch * T * (10 * d + 2 * f + 2 * h * T) * 4
+    # scores and pattern (2 h T) — what engine 10 sizes its passes by; evaluation keeps no
+    # graph but holds a layer's temporaries.
+    train_act = micro_batch * activation_bytes(c)
     eval_act = eval_chunk * T * (2 * d * (1 + L) + f + 2 * h * T * L) * 4
     n_examples = c.n_train + 2 * c.n_eval
     data = n_examples * (c.seq_len * 8 + 9) * 2

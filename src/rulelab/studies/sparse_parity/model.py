@@ -34,12 +34,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from rulelab.models.hooks import HookedEnsemble, HookPoint
-from rulelab.models.transformer import (
-    COMPILED_ENGINES,
-    EnsembleTransformer,
-    TransformerShape,
-)
-from rulelab.models.transformer import pass_examples as transformer_pass_examples
+from rulelab.models.passes import pass_examples as transformer_pass_examples
+from rulelab.models.transformer import COMPILED_ENGINES, EnsembleTransformer, TransformerShape
 
 
 class EnsembleParityMLP(HookedEnsemble):
@@ -111,7 +107,7 @@ def eager_engine(cfg) -> int:
 
 def pass_examples(cfg, engine: int) -> int | None:
     """Examples per pass the engine sizes for ``cfg`` (``Task.pass_examples``): the
-    transformer's (:func:`rulelab.models.transformer.pass_examples`); none for the MLP."""
+    transformer's (:func:`rulelab.models.passes.pass_examples`); none for the MLP."""
     if cfg.model == "mlp":
         return None
     return transformer_pass_examples(transformer_shape(cfg), engine)
