@@ -13,7 +13,8 @@ timed from start to exit, alternating:
     cache, so it is timed once cold (printed) and then warm (as is (g));
 (d) the same with ``--engine 7`` (the transformer's eager engine before 8);
 (e) the same with ``--engine 4`` (before 7); (h) with ``--engine 8`` (before 9); (i) with
-    ``--engine 9`` (before 10: engine 10's kernels in passes of 512);
+    ``--engine 9`` (before 10: engine 10's kernels in passes of 512); (j) with ``--engine 11``
+    (the step depth first, tile by tile: :mod:`rulelab.models.tile_step`);
 (f) the default engine with ``--precision bf16`` (where the CPU multiplies bf16 natively: AMX
     or AVX-512-BF16; refused elsewhere); (g) the compiled engine with ``--precision bf16``.
 Prints wall seconds, seed-epochs per second and the ratio to (a). Run on an idle machine.
@@ -60,7 +61,8 @@ def commands(rung: str, seeds: int, epochs: int, lab: str) -> dict[str, list[str
             "b": rulelab, "c": [*rulelab, "--engine", "compiled"], "d": [*rulelab, "--engine", "7"],
             "e": [*rulelab, "--engine", "4"], "f": [*rulelab, "--precision", "bf16"],
             "g": [*rulelab, "--engine", "compiled", "--precision", "bf16"],
-            "h": [*rulelab, "--engine", "8"], "i": [*rulelab, "--engine", "9"]}
+            "h": [*rulelab, "--engine", "8"], "i": [*rulelab, "--engine", "9"],
+            "j": [*rulelab, "--engine", "11"]}
 
 
 def main() -> None:
@@ -69,7 +71,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--epochs", type=int, default=150)
     ap.add_argument("--reps", type=int, default=1)
-    ap.add_argument("--paths", default="abhc", help="which of a–h to time")
+    ap.add_argument("--paths", default="abhc", help="which of a–j to time")
     args = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "bench"),
                                                          os.environ.get("PYTHONPATH", "")])}
@@ -92,7 +94,7 @@ def main() -> None:
                  "c": "(c) rulelab --engine compiled", "d": "(d) rulelab --engine 7",
                  "e": "(e) rulelab --engine 4", "f": "(f) rulelab bf16 (engine 10)",
                  "g": "(g) rulelab compiled bf16", "h": "(h) rulelab --engine 8",
-                 "i": "(i) rulelab --engine 9"}
+                 "i": "(i) rulelab --engine 9", "j": "(j) rulelab --engine 11"}
         for p, wall in med.items():
             ratio = f"{med['a'] / wall:7.2f}×" if "a" in med else ""
             print(f"{rung:<5} {names[p]:<28} {wall:7.1f} {args.seeds * args.epochs / wall:9.2f} "

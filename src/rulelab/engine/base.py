@@ -40,9 +40,10 @@ from rulelab.engine.collector import setup_frozen
 from rulelab.engine.compiled import compile_step, engine_in_use, micro_batch_for
 from rulelab.engine.per_example import cross_entropy
 from rulelab.engine.threads import training_threads
+from rulelab.errors import UserError
 from rulelab.hardware import cpu_kernels
 from rulelab.settings import Settings
-from rulelab.store.version import COMPILED_ENGINE, engine_of
+from rulelab.store.version import COMPILED_ENGINE, STEP_ENGINES, engine_of
 
 MetricRow = tuple[int, str, str, float]  # (epoch, split, metric, value)
 
@@ -82,9 +83,12 @@ class EnsembleTrainerBase(ABC):
         self.engine_version = engine_in_use(self.options, self.cfg)  # recorded per member
         if hasattr(self.model, "engine"):  # the numerics this engine version computes
             self.model.engine = self.engine_version
-        # The micro-batch step: the task's loss, compiled whole under the compiled engine.
+        # The micro-batch step: the task's loss, compiled whole under the compiled engine, or
+        # the model's own step under an engine where the model computes it (engine 11).
         self.step_loss = (compile_step(self.model, self.loss, self.n_members)
                           if self.engine_version == COMPILED_ENGINE else self.loss)
+        if self.engine_version in STEP_ENGINES:
+            self.step_loss = self._model_step()
         self.opt = self.build_optimizer()
         # Minibatch order: one generator per member, independent of the ensemble it sits in.
         self.generators = [torch.Generator().manual_seed(stream_seed(c.seed, 7))
@@ -164,6 +168,24 @@ class EnsembleTrainerBase(ABC):
             loss.sum().backward()
             total += loss.detach().double()
         return total
+
+    def _model_step(self) -> Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]:
+        """The model's own step, ``(x, y, denom) → [E]`` losses whose backward gives the
+        gradients, under an engine where the model computes the whole step
+        (:data:`~rulelab.store.version.STEP_ENGINES`); a :class:`UserError` naming ``--engine``
+        where this model, this task's loss or these settings cannot run it."""
+        v, task = self.engine_version, getattr(self.cfg, "task", "these")
+        if v not in getattr(self.model, "step_engines", ()):
+            raise UserError(f"--engine: {v} is not allowed for this {task} model: it does not "
+                            f"compute its own training step; use --engine eager")
+        if type(self).loss is not EnsembleTrainerBase.loss:
+            raise UserError(f"--engine: {v} computes the cross-entropy only, and {task} runs "
+                            "train with a loss of their own; use --engine eager")
+        why = self.model.step_unsupported(self.options)
+        if why is not None:
+            raise UserError(f"--engine: {v} cannot train these {task} runs ({why}); use "
+                            "--engine eager")
+        return self.model.step_loss
 
     @property
     def step_examples(self) -> int:

@@ -42,6 +42,7 @@ from rulelab.store.version import (
     ENGINE_VERSION,
     ENGINES,
     KEPT_ENGINES,
+    NEWER_ENGINES,
 )
 from rulelab.study_registry import tasks
 
@@ -82,10 +83,11 @@ def eager_engine(config=None) -> int:
 def engines_for(config=None, device: str | torch.device = "cpu") -> dict[str, int]:
     """``{Settings.engine: engine version}`` for ``config`` on ``device``: ``eager`` (its eager
     engine, :func:`eager_engine`; on a GPU the one a CPU-only engine gives way to), ``compiled``,
-    and each version it can train with by number (the older ones its eager engine keeps:
+    and each version it can train with by number (the newer ones its eager engine offers on
+    request and the older ones it keeps: :data:`~rulelab.store.version.NEWER_ENGINES`,
     :data:`~rulelab.store.version.KEPT_ENGINES`)."""
     declared = eager_engine(config)
-    eager, kept = declared, KEPT_ENGINES.get(declared, ())
+    eager, kept = declared, NEWER_ENGINES.get(declared, ()) + KEPT_ENGINES.get(declared, ())
     if torch.device(device).type != "cpu":
         eager = CPU_ONLY_ENGINES.get(declared, declared)
         kept = tuple(v for v in kept if v not in CPU_ONLY_ENGINES)

@@ -17,16 +17,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rulelab.models import tile_step
 from rulelab.models.components import Block, LayerNorm
 from rulelab.models.fused_forward import fused_forward
 from rulelab.models.hooks import HookedEnsemble, HookPoint
 from rulelab.models.lane_forward import embed_padded, lane_forward
 from rulelab.models.passes import SIZED_PASS_ENGINE
+from rulelab.models.tile_step import TILE_ENGINE
 
 FAST_ATTENTION_ENGINE = 7  # the engine version that runs forward_fast (store.version, issue 25)
 LANE_ENGINE = 8  # the engine version that runs lane_forward: batch innermost everywhere
 # lane_forward with the attention's softmax sums in key order, its core fused (issue 25)
 FUSED_LANE_ENGINE = 9
+# the engines whose forward is lane_forward (engine 11's evaluation is engine 10's forward)
+LANE_ENGINES = (LANE_ENGINE, FUSED_LANE_ENGINE, SIZED_PASS_ENGINE, TILE_ENGINE)
 COMPILED_ENGINES = (3, 5)  # trace fused_forward inside torch.compile (store.version, issue 25)
 
 
@@ -64,6 +68,7 @@ class EnsembleTransformer(HookedEnsemble):
 
     engine = 1
     eager_engine = SIZED_PASS_ENGINE  # the eager engine of its configs on the CPU
+    step_engines = (TILE_ENGINE,)  # engines under which it computes its own step (step_loss)
 
     def __init__(self, shape: TransformerShape, n_members: int) -> None:
         super().__init__()
@@ -109,7 +114,7 @@ class EnsembleTransformer(HookedEnsemble):
         if self.engine in COMPILED_ENGINES and not hooked and torch.compiler.is_compiling():
             return fused_forward(self, x)  # the training step, traced by torch.compile
         plain = not hooked and torch._C._functorch.maybe_current_level() is None
-        if self.engine in (LANE_ENGINE, FUSED_LANE_ENGINE, SIZED_PASS_ENGINE) and plain:
+        if self.engine in LANE_ENGINES and plain:
             return lane_forward(self, x, in_order=self.engine != LANE_ENGINE)
         if self.engine == FAST_ATTENTION_ENGINE and plain:
             return self.forward_fast(x)
@@ -132,6 +137,23 @@ class EnsembleTransformer(HookedEnsemble):
             resid = self.ln_final(resid)
         cls = resid[:, :, 0]  # [E, B, d]
         return torch.baddbmm(self.b_U.unsqueeze(1), cls, self.W_U)  # [E, B, k]
+
+    def step_loss(self, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
+        """Engine 11's training step on ``x [E, B, n]``, ``y [E, B]``: the ``[E]``
+        cross-entropy sums divided by ``denom``, whose backward gives every parameter's
+        gradient, computed tile by tile in one native pass (:mod:`rulelab.models.tile_step`).
+        With hooks, or under vmap / grad, the loss through :meth:`forward` (engine 4's ops)."""
+        hooked = any(hp.has_hooks for hp in self.hook_dict.values())
+        if hooked or torch._C._functorch.maybe_current_level() is not None:
+            return tile_step.reference_loss(self, x, y, denom)
+        return tile_step.step_loss(self, x, y, denom)
+
+    def step_unsupported(self, settings) -> str | None:
+        """Why engine 11 cannot train this model under ``settings`` (its shape, the
+        precision, the kernel), or None."""
+        if settings.precision != "fp32":
+            return f"--precision {settings.precision}: it computes in fp32 only"
+        return tile_step.unsupported(self.cfg)
 
     def forward_fast(self, x: torch.Tensor) -> torch.Tensor:
         """:meth:`forward` without hooks (engine 7): the residual stream ``[E, T, B, d]``,

@@ -1,0 +1,530 @@
+// The transformer's whole training step, depth first (engine 11, issue 25): the forward, the
+// loss and the backward of one tile of a few dozen examples of one member run to the end
+// before the next tile starts, so every activation of the tile stays in L2 between the ops
+// that write and read it. Engines 7–10 ran each op over a pass of hundreds of examples; there
+// every op read operands written megabytes earlier, from L3 or memory (bench/cold_kernels.py),
+// and the step was bound by memory traffic, not by its arithmetic.
+//
+// Layout: every activation of a tile is [features][rows] with the rows (position p, example b)
+// as r = p·Bt + b, examples innermost, Bt a multiple of 16 (the caller pads the batch with
+// copies of its first example, which carry no gradient). A weight matmul is then a sum of
+// scalar × vector products over the rows, and every sum runs in one fixed order: within a
+// tile in feature order, across tiles in tile order. A member's numbers depend on its own
+// weights, data and Bt alone (Bt is fixed by the shape): a member equals its solo run.
+//
+// The model (rulelab/models/transformer.py, engine 4's numbers to float rounding): CLS at
+// position 0, pre-LayerNorm blocks (or none), bidirectional attention with scores
+// (q·k)/√d_head, a ReLU MLP (or none), the last block computed for the CLS position alone past
+// its keys and values, the final LayerNorm'd CLS row unembedded; the loss is the cross-entropy
+// summed over the examples and divided by `denom`.
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+typedef float vf __attribute__((vector_size(64)));  // 16 lanes (two halves where 256-bit)
+constexpr int LW = 16;                               // floats per vector
+
+static inline vf ld(const float* p) { vf v; std::memcpy(&v, p, sizeof v); return v; }
+static inline void st(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+static inline vf bc(float x) { return (vf){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
+static inline vf fma(vf a, vf b, vf c) {  // a·b + c, rounded once where the CPU can
+#if defined(__AVX512F__)
+  return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#else
+  return a * b + c;
+#endif
+}
+static inline float hsum(vf v) {  // a fixed tree: 16 → 8 → 4 → 2 → 1
+  typedef float v8 __attribute__((vector_size(32)));
+  typedef float v4 __attribute__((vector_size(16)));
+  v8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+         __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  v4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+static inline vf vmaxf(vf a, vf b) { return a > b ? a : b; }
+
+typedef void (*vexp_fn)(int n, const float* a, float* r, long long mode);
+
+namespace {
+
+// Y[o][r] = (acc ? Y[o][r] : 0) + bias[o] + Σ_i A[o·ao + i·ai] · X[i][r], for o < m, r < R
+// (R a multiple of 16); the sum over i in order, one fused multiply-add per term. A block of
+// MO outputs × NV vectors of rows keeps MO·NV sums in registers.
+template <int MO, int NV>
+inline void gemm_block(const float* A, int64_t ao, int64_t ai, const float* X, int64_t ldx,
+                       float* Y, int64_t ldy, int64_t o0, int64_t k, int64_t r,
+                       const float* bias, bool acc) {
+  vf c[MO][NV];
+  for (int u = 0; u < MO; ++u) {
+    const float b0 = bias ? bias[o0 + u] : 0.0f;
+    for (int w = 0; w < NV; ++w)
+      c[u][w] = (acc ? ld(Y + (o0 + u) * ldy + r + w * LW) : bc(0.0f)) + b0;
+  }
+  for (int64_t i = 0; i < k; ++i) {
+    vf x[NV];
+    for (int w = 0; w < NV; ++w) x[w] = ld(X + i * ldx + r + w * LW);
+    for (int u = 0; u < MO; ++u) {
+      const vf a = bc(A[(o0 + u) * ao + i * ai]);
+      for (int w = 0; w < NV; ++w) c[u][w] = fma(a, x[w], c[u][w]);
+    }
+  }
+  for (int u = 0; u < MO; ++u)
+    for (int w = 0; w < NV; ++w) st(Y + (o0 + u) * ldy + r + w * LW, c[u][w]);
+}
+
+template <int MO>
+inline void gemm_rows(const float* A, int64_t ao, int64_t ai, const float* X, int64_t ldx,
+                      float* Y, int64_t ldy, int64_t o0, int64_t k, int64_t R,
+                      const float* bias, bool acc) {
+  int64_t r = 0;
+  for (; r + 2 * LW <= R; r += 2 * LW)
+    gemm_block<MO, 2>(A, ao, ai, X, ldx, Y, ldy, o0, k, r, bias, acc);
+  if (r < R) gemm_block<MO, 1>(A, ao, ai, X, ldx, Y, ldy, o0, k, r, bias, acc);
+}
+
+void gemm(const float* A, int64_t ao, int64_t ai, const float* X, int64_t ldx, float* Y,
+          int64_t ldy, int64_t m, int64_t k, int64_t R, const float* bias, bool acc) {
+  int64_t o = 0;
+  for (; o + 8 <= m; o += 8) gemm_rows<8>(A, ao, ai, X, ldx, Y, ldy, o, k, R, bias, acc);
+  for (; o + 4 <= m; o += 4) gemm_rows<4>(A, ao, ai, X, ldx, Y, ldy, o, k, R, bias, acc);
+  for (; o < m; ++o) gemm_rows<1>(A, ao, ai, X, ldx, Y, ldy, o, k, R, bias, acc);
+}
+
+// Lanes 0–7 of the result: a's lanes summed pairwise (j + j+8), lanes 8–15: b's. Applied as a
+// tree to 16 vectors, it leaves each one's sum over its lanes in one lane (sums16).
+static inline vf fold(vf a, vf b, int level) {
+  switch (level) {
+    case 0:
+      return __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+             __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    case 1:
+      return __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+             __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+    case 2:
+      return __builtin_shufflevector(a, b, 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+             __builtin_shufflevector(a, b, 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+    default:
+      return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+             __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  }
+}
+
+// lane j of the result: the sum of c[j]'s 16 lanes (a fixed tree of adds)
+static inline vf sums16(vf* c) {
+  vf a[8], b[4], d[2];
+  for (int j = 0; j < 8; ++j) a[j] = fold(c[2 * j], c[2 * j + 1], 0);
+  for (int j = 0; j < 4; ++j) b[j] = fold(a[2 * j], a[2 * j + 1], 1);
+  for (int j = 0; j < 2; ++j) d[j] = fold(b[2 * j], b[2 * j + 1], 2);
+  return fold(d[0], d[1], 3);
+}
+
+// G[o·go + i·gi] += Σ_r D[o][r] · X[i][r] for o < m, i < k: each tile's sum formed in lanes
+// over the rows in order, then added across the lanes by a fixed tree.
+template <int MO, int MI>
+inline void gram_block(const float* D, int64_t ldd, const float* X, int64_t ldx, int64_t R,
+                       float* G, int64_t go, int64_t gi, int64_t o0, int64_t i0) {
+  vf c[MO * MI];
+  for (int j = 0; j < MO * MI; ++j) c[j] = bc(0.0f);
+  for (int64_t r = 0; r < R; r += LW) {
+    vf x[MI];
+    for (int w = 0; w < MI; ++w) x[w] = ld(X + (i0 + w) * ldx + r);
+    for (int u = 0; u < MO; ++u) {
+      const vf dv = ld(D + (o0 + u) * ldd + r);
+      for (int w = 0; w < MI; ++w) c[u * MI + w] = fma(dv, x[w], c[u * MI + w]);
+    }
+  }
+  if constexpr (MO * MI == 16) {
+    const vf s = sums16(c);
+    for (int u = 0; u < MO; ++u)
+      for (int w = 0; w < MI; ++w) G[(o0 + u) * go + (i0 + w) * gi] += s[u * MI + w];
+  } else {
+    for (int u = 0; u < MO; ++u)
+      for (int w = 0; w < MI; ++w) G[(o0 + u) * go + (i0 + w) * gi] += hsum(c[u * MI + w]);
+  }
+}
+
+void gram(const float* D, int64_t ldd, int64_t m, const float* X, int64_t ldx, int64_t k,
+          int64_t R, float* G, int64_t go, int64_t gi) {
+  int64_t o = 0;
+  for (; o + 4 <= m; o += 4) {
+    int64_t i = 0;
+    for (; i + 4 <= k; i += 4) gram_block<4, 4>(D, ldd, X, ldx, R, G, go, gi, o, i);
+    for (; i < k; ++i) gram_block<4, 1>(D, ldd, X, ldx, R, G, go, gi, o, i);
+  }
+  for (; o < m; ++o) {
+    int64_t i = 0;
+    for (; i + 4 <= k; i += 4) gram_block<1, 4>(D, ldd, X, ldx, R, G, go, gi, o, i);
+    for (; i < k; ++i) gram_block<1, 1>(D, ldd, X, ldx, R, G, go, gi, o, i);
+  }
+}
+
+// g[o] += Σ_r D[o][r]
+void bias_grad(const float* D, int64_t ldd, int64_t m, int64_t R, float* g) {
+  for (int64_t o = 0; o < m; ++o) {
+    vf c = bc(0.0f);
+    for (int64_t r = 0; r < R; r += LW) c += ld(D + o * ldd + r);
+    g[o] += hsum(c);
+  }
+}
+
+// y = LayerNorm(x) over the d features of each row; mean and 1/σ kept per row
+void ln_forward(const float* x, int64_t ldx, float* y, int64_t ldy, float* mean, float* rstd,
+                const float* w, const float* b, int64_t d, int64_t R, float eps) {
+  const float inv = 1.0f / static_cast<float>(d);
+  for (int64_t r = 0; r < R; r += LW) {
+    vf s = bc(0.0f);
+    for (int64_t i = 0; i < d; ++i) s += ld(x + i * ldx + r);
+    vf mu = s * inv, v = bc(0.0f);
+    for (int64_t i = 0; i < d; ++i) {
+      vf c = ld(x + i * ldx + r) - mu;
+      v = fma(c, c, v);
+    }
+    vf sd = v * inv + eps;
+    vf rs;
+    for (int l = 0; l < LW; ++l) rs[l] = 1.0f / std::sqrt(sd[l]);
+    st(mean + r, mu);
+    st(rstd + r, rs);
+    for (int64_t i = 0; i < d; ++i)
+      st(y + i * ldy + r, fma((ld(x + i * ldx + r) - mu) * rs, bc(w[i]), bc(b[i])));
+  }
+}
+
+// dx += the gradient of LayerNorm at x given dy; dw, db += the affine weights' gradients
+// (lane sums in `lanes`, 2·d vectors, added across lanes at the end)
+void ln_backward(const float* x, int64_t ldx, const float* mean, const float* rstd,
+                 const float* dy, int64_t lddy, const float* w, int64_t d, int64_t R,
+                 float* dx, int64_t lddx, float* dw, float* db, vf* lanes) {
+  const float inv = 1.0f / static_cast<float>(d);
+  for (int64_t i = 0; i < 2 * d; ++i) lanes[i] = bc(0.0f);
+  for (int64_t r = 0; r < R; r += LW) {
+    vf mu = ld(mean + r), rs = ld(rstd + r), c1 = bc(0.0f), c2 = bc(0.0f);
+    for (int64_t i = 0; i < d; ++i) {
+      vf xh = (ld(x + i * ldx + r) - mu) * rs, g = ld(dy + i * lddy + r);
+      vf gw = g * w[i];
+      c1 += gw;
+      c2 = fma(gw, xh, c2);
+      lanes[i] = fma(g, xh, lanes[i]);
+      lanes[d + i] += g;
+    }
+    c1 *= inv;
+    c2 *= inv;
+    for (int64_t i = 0; i < d; ++i) {
+      vf xh = (ld(x + i * ldx + r) - mu) * rs, gw = ld(dy + i * lddy + r) * w[i];
+      st(dx + i * lddx + r, ld(dx + i * lddx + r) + rs * (gw - c1 - xh * c2));
+    }
+  }
+  for (int64_t i = 0; i < d; ++i) {
+    dw[i] += hsum(lanes[i]);
+    db[i] += hsum(lanes[d + i]);
+  }
+}
+
+struct Shape {
+  int64_t L, H, dh, d, f, T, V, k, Bt;
+  int64_t ln;
+  float eps;
+};
+
+// parameters (and their gradients) in this order, per member
+enum { P_WE, P_WPOS, P_BLOCK0 };
+enum { B_LN1W, B_LN1B, B_WQ, B_WK, B_WV, B_BQ, B_BK, B_BV, B_WO, B_BO, B_LN2W, B_LN2B, B_WIN,
+       B_BIN, B_WOUT, B_BOUT, B_N };
+enum { F_LNW, F_LNB, F_WU, F_BU };
+
+struct BlockActs {  // one block's activations of a tile (Tq query positions)
+  float *xin, *a, *mean1, *rstd1, *q, *kk, *v, *p, *z, *xm, *m, *mean2, *rstd2, *hid, *xo;
+};
+
+struct Arena {
+  float* at;
+  float* take(int64_t n) { float* p = at; at += (n + 15) / 16 * 16; return p; }
+};
+
+inline bool last_block(const Shape& s, int64_t l) { return l == s.L - 1; }
+
+// softmax over the keys for one head, query, block of 16 examples: s[pk] → p[pk] in place
+inline void softmax_keys(vf* s, int64_t T, vexp_fn vexp, long long mode) {
+  vf mx = s[0];
+  for (int64_t j = 1; j < T; ++j) mx = vmaxf(mx, s[j]);
+  for (int64_t j = 0; j < T; ++j) s[j] -= mx;
+  vexp(static_cast<int>(T * LW), reinterpret_cast<float*>(s), reinterpret_cast<float*>(s),
+       mode);
+  vf sum = s[0];
+  for (int64_t j = 1; j < T; ++j) sum += s[j];
+  for (int64_t j = 0; j < T; ++j) s[j] /= sum;
+}
+
+}  // namespace
+
+extern "C" {
+
+// Floats of scratch one tile needs (rl_step's `scratch`).
+int64_t rl_step_scratch(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T,
+                        int64_t k, int64_t Bt) {
+  const int64_t R = T * Bt, n = H * dh, pad = 16;
+  int64_t total = d * R + pad;  // embedding
+  for (int64_t l = 0; l < L; ++l) {
+    const int64_t Rq = (l == L - 1 ? 1 : T) * Bt, Tq = l == L - 1 ? 1 : T;
+    total += d * R + 2 * R + n * Rq + 2 * n * R + H * Tq * T * Bt + n * Rq + d * Rq + d * Rq +
+             2 * Rq + f * Rq + d * Rq + 16 * pad;
+  }
+  total += d * Bt + 2 * Bt + k * Bt + k * Bt;               // final LayerNorm, logits, dlogits
+  total += 3 * d * R + d * Bt + 4 * n * R + f * R + T * LW + 2 * d * LW + 12 * pad;  // backward
+  return total;
+}
+
+// One member's loss and gradients over `B` examples (tokens [B][T-1], labels [B]), tile by
+// tile: P[j] its parameters, G[j] their gradients (added to), in the enum's order; returns the
+// cross-entropy summed over the examples, divided by `denom`.
+double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T, int64_t V,
+               int64_t k, int64_t Bt, int64_t ln, float eps, const float* const* P,
+               float* const* G, const int64_t* tok, const int64_t* lab, int64_t B, double denom,
+               float* scratch, vexp_fn vexp, long long mode) {
+  const Shape s{L, H, dh, d, f, T, V, k, Bt, ln, eps};
+  const int64_t R = T * Bt, n = H * dh, n_in = T - 1;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  double loss = 0.0;
+  BlockActs acts[16];
+  for (int64_t b0 = 0; b0 < B; b0 += Bt) {
+    Arena ar{scratch};
+    // ---- forward ---------------------------------------------------------------------------
+    float* x0 = ar.take(d * R);
+    for (int64_t p = 0; p < T; ++p)
+      for (int64_t b = 0; b < Bt; ++b) {
+        const int64_t ex = b0 + b < B ? b0 + b : 0;  // padding: copies of the first example
+        const int64_t t = p == 0 ? V : tok[ex * n_in + p - 1];
+        const float* e = P[P_WE] + t * d;
+        const float* q = P[P_WPOS] + p * d;
+        for (int64_t i = 0; i < d; ++i) x0[i * R + p * Bt + b] = e[i] + q[i];
+      }
+    const float* xin = x0;
+    for (int64_t l = 0; l < L; ++l) {
+      const float* const* W = P + P_BLOCK0 + l * B_N;
+      const int64_t Tq = last_block(s, l) ? 1 : T, Rq = Tq * Bt;
+      BlockActs& A = acts[l];
+      A.xin = const_cast<float*>(xin);
+      A.mean1 = ar.take(R);
+      A.rstd1 = ar.take(R);
+      if (ln) {
+        A.a = ar.take(d * R);
+        ln_forward(xin, R, A.a, R, A.mean1, A.rstd1, W[B_LN1W], W[B_LN1B], d, R, eps);
+      } else {
+        A.a = A.xin;
+      }
+      A.q = ar.take(n * Rq);
+      A.kk = ar.take(n * R);
+      A.v = ar.take(n * R);
+      for (int64_t h = 0; h < H; ++h) {
+        gemm(W[B_WQ] + h * d * dh, 1, dh, A.a, R, A.q + h * dh * Rq, Rq, dh, d, Rq,
+             W[B_BQ] + h * dh, false);
+        gemm(W[B_WK] + h * d * dh, 1, dh, A.a, R, A.kk + h * dh * R, R, dh, d, R,
+             W[B_BK] + h * dh, false);
+        gemm(W[B_WV] + h * d * dh, 1, dh, A.a, R, A.v + h * dh * R, R, dh, d, R,
+             W[B_BV] + h * dh, false);
+      }
+      A.p = ar.take(H * Tq * T * Bt);
+      A.z = ar.take(n * Rq);
+      vf sc[64];
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t bv = 0; bv < Bt; bv += LW)
+          for (int64_t pq = 0; pq < Tq; ++pq) {
+            for (int64_t pk = 0; pk < T; ++pk) {
+              vf c = bc(0.0f);
+              for (int64_t j = 0; j < dh; ++j)
+                c = fma(ld(A.q + (h * dh + j) * Rq + pq * Bt + bv),
+                        ld(A.kk + (h * dh + j) * R + pk * Bt + bv), c);
+              sc[pk] = c * scale;
+            }
+            softmax_keys(sc, T, vexp, mode);
+            float* pp = A.p + ((h * Tq + pq) * T) * Bt + bv;
+            for (int64_t pk = 0; pk < T; ++pk) st(pp + pk * Bt, sc[pk]);
+            for (int64_t j = 0; j < dh; ++j) {
+              vf c = bc(0.0f);
+              for (int64_t pk = 0; pk < T; ++pk)
+                c = fma(sc[pk], ld(A.v + (h * dh + j) * R + pk * Bt + bv), c);
+              st(A.z + (h * dh + j) * Rq + pq * Bt + bv, c);
+            }
+          }
+      A.xm = ar.take(d * Rq);  // x_in + b_O + W_Oᵀ z
+      for (int64_t i = 0; i < d; ++i) std::memcpy(A.xm + i * Rq, xin + i * R, Rq * 4);
+      gemm(W[B_WO], 1, d, A.z, Rq, A.xm, Rq, d, n, Rq, W[B_BO], true);
+      if (f > 0) {
+        A.mean2 = ar.take(Rq);
+        A.rstd2 = ar.take(Rq);
+        if (ln) {
+          A.m = ar.take(d * Rq);
+          ln_forward(A.xm, Rq, A.m, Rq, A.mean2, A.rstd2, W[B_LN2W], W[B_LN2B], d, Rq, eps);
+        } else {
+          A.m = A.xm;
+        }
+        A.hid = ar.take(f * Rq);
+        gemm(W[B_WIN], 1, f, A.m, Rq, A.hid, Rq, f, d, Rq, W[B_BIN], false);
+        for (int64_t j = 0; j < f * Rq; j += LW) {
+          vf hv = ld(A.hid + j);
+          st(A.hid + j, hv > 0.0f ? hv : bc(0.0f));
+        }
+        A.xo = ar.take(d * Rq);
+        std::memcpy(A.xo, A.xm, d * Rq * 4);
+        gemm(W[B_WOUT], 1, d, A.hid, Rq, A.xo, Rq, d, f, Rq, W[B_BOUT], true);
+      } else {
+        A.xo = A.xm;
+      }
+      xin = A.xo;
+    }
+    const float* const* F = P + P_BLOCK0 + L * B_N;
+    float* const* GF = G + P_BLOCK0 + L * B_N;
+    float* meanf = ar.take(Bt);
+    float* rstdf = ar.take(Bt);
+    float* fl = const_cast<float*>(xin);
+    if (ln) {
+      fl = ar.take(d * Bt);
+      ln_forward(xin, Bt, fl, Bt, meanf, rstdf, F[F_LNW], F[F_LNB], d, Bt, eps);
+    }
+    float* logits = ar.take(k * Bt);
+    gemm(F[F_WU], 1, k, fl, Bt, logits, Bt, k, d, Bt, F[F_BU], false);
+    // ---- the loss and its gradient at the logits ------------------------------------------
+    float* dlog = ar.take(k * Bt);
+    for (int64_t b = 0; b < Bt; ++b) {
+      if (b0 + b >= B) {
+        for (int64_t c = 0; c < k; ++c) dlog[c * Bt + b] = 0.0f;
+        continue;
+      }
+      float mx = logits[b];
+      for (int64_t c = 1; c < k; ++c) mx = std::fmax(mx, logits[c * Bt + b]);
+      float sum = 0.0f;
+      for (int64_t c = 0; c < k; ++c) sum += std::exp(logits[c * Bt + b] - mx);
+      const int64_t y = lab[b0 + b];
+      loss += static_cast<double>(std::log(sum) + mx - logits[y * Bt + b]);
+      for (int64_t c = 0; c < k; ++c)
+        dlog[c * Bt + b] = static_cast<float>(
+            (std::exp(logits[c * Bt + b] - mx) / sum - (c == y ? 1.0f : 0.0f)) / denom);
+    }
+    // ---- backward --------------------------------------------------------------------------
+    vf* lanes = reinterpret_cast<vf*>(ar.take(2 * d * LW));
+    gram(dlog, Bt, k, fl, Bt, d, Bt, GF[F_WU], 1, k);
+    bias_grad(dlog, Bt, k, Bt, GF[F_BU]);
+    float* dres = ar.take(d * R);  // the gradient at the residual stream, [d][rows]
+    float* dfl = ln ? ar.take(d * Bt) : dres;
+    gemm(F[F_WU], k, 1, dlog, Bt, dfl, Bt, d, k, Bt, nullptr, false);
+    if (ln) {
+      std::memset(dres, 0, d * Bt * 4);
+      ln_backward(xin, Bt, meanf, rstdf, dfl, Bt, F[F_LNW], d, Bt, dres, Bt, GF[F_LNW],
+                  GF[F_LNB], lanes);
+    }
+    float* dm = ar.take(d * R);
+    float* dxin = ar.take(d * R);
+    float* dq = ar.take(n * R);
+    float* dk = ar.take(n * R);
+    float* dv = ar.take(n * R);
+    float* dz = ar.take(n * R);
+    float* dhid = ar.take(f * R);
+    vf* dpp = reinterpret_cast<vf*>(ar.take(T * LW));
+    for (int64_t l = L - 1; l >= 0; --l) {
+      const float* const* W = P + P_BLOCK0 + l * B_N;
+      float* const* GW = G + P_BLOCK0 + l * B_N;
+      const int64_t Tq = last_block(s, l) ? 1 : T, Rq = Tq * Bt;
+      BlockActs& A = acts[l];
+      // dres [d][Rq]: the gradient at this block's output x_o
+      if (f > 0) {
+        bias_grad(dres, Rq, d, Rq, GW[B_BOUT]);
+        gram(dres, Rq, d, A.hid, Rq, f, Rq, GW[B_WOUT], 1, d);
+        gemm(W[B_WOUT], d, 1, dres, Rq, dhid, Rq, f, d, Rq, nullptr, false);
+        for (int64_t j = 0; j < f * Rq; j += LW) {
+          vf hv = ld(A.hid + j), g = ld(dhid + j);
+          st(dhid + j, hv > 0.0f ? g : bc(0.0f));
+        }
+        bias_grad(dhid, Rq, f, Rq, GW[B_BIN]);
+        gram(dhid, Rq, f, A.m, Rq, d, Rq, GW[B_WIN], 1, f);
+        if (ln) {
+          gemm(W[B_WIN], f, 1, dhid, Rq, dm, Rq, d, f, Rq, nullptr, false);
+          ln_backward(A.xm, Rq, A.mean2, A.rstd2, dm, Rq, W[B_LN2W], d, Rq, dres, Rq,
+                      GW[B_LN2W], GW[B_LN2B], lanes);
+        } else {
+          gemm(W[B_WIN], f, 1, dhid, Rq, dres, Rq, d, f, Rq, nullptr, true);
+        }
+      }
+      // dres: the gradient at x_m = x_in + b_O + W_Oᵀ z
+      bias_grad(dres, Rq, d, Rq, GW[B_BO]);
+      gram(dres, Rq, d, A.z, Rq, n, Rq, GW[B_WO], 1, d);
+      gemm(W[B_WO], d, 1, dres, Rq, dz, Rq, n, d, Rq, nullptr, false);
+      std::memset(dk, 0, n * R * 4);
+      std::memset(dv, 0, n * R * 4);
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t bv = 0; bv < Bt; bv += LW)
+          for (int64_t pq = 0; pq < Tq; ++pq) {
+            const float* pp = A.p + ((h * Tq + pq) * T) * Bt + bv;
+            vf dot = bc(0.0f);
+            for (int64_t pk = 0; pk < T; ++pk) {
+              vf c = bc(0.0f);
+              for (int64_t j = 0; j < dh; ++j) {
+                vf g = ld(dz + (h * dh + j) * Rq + pq * Bt + bv);
+                c = fma(g, ld(A.v + (h * dh + j) * R + pk * Bt + bv), c);
+              }
+              vf pv = ld(pp + pk * Bt);
+              dpp[pk] = c;
+              dot = fma(pv, c, dot);
+              for (int64_t j = 0; j < dh; ++j) {
+                float* dvp = dv + (h * dh + j) * R + pk * Bt + bv;
+                st(dvp, fma(pv, ld(dz + (h * dh + j) * Rq + pq * Bt + bv), ld(dvp)));
+              }
+            }
+            for (int64_t pk = 0; pk < T; ++pk) dpp[pk] = ld(pp + pk * Bt) * (dpp[pk] - dot) * scale;
+            for (int64_t j = 0; j < dh; ++j) {
+              vf c = bc(0.0f), qv = ld(A.q + (h * dh + j) * Rq + pq * Bt + bv);
+              for (int64_t pk = 0; pk < T; ++pk) {
+                float* kp = dk + (h * dh + j) * R + pk * Bt + bv;
+                c = fma(dpp[pk], ld(A.kk + (h * dh + j) * R + pk * Bt + bv), c);
+                st(kp, fma(dpp[pk], qv, ld(kp)));
+              }
+              st(dq + (h * dh + j) * Rq + pq * Bt + bv, c);
+            }
+          }
+      // q, k, v's weights and biases; the gradient at the LayerNorm's output a
+      std::memset(dm, 0, d * R * 4);
+      for (int64_t h = 0; h < H; ++h) {
+        bias_grad(dq + h * dh * Rq, Rq, dh, Rq, GW[B_BQ] + h * dh);
+        bias_grad(dk + h * dh * R, R, dh, R, GW[B_BK] + h * dh);
+        bias_grad(dv + h * dh * R, R, dh, R, GW[B_BV] + h * dh);
+        gram(dq + h * dh * Rq, Rq, dh, A.a, R, d, Rq, GW[B_WQ] + h * d * dh, 1, dh);
+        gram(dk + h * dh * R, R, dh, A.a, R, d, R, GW[B_WK] + h * d * dh, 1, dh);
+        gram(dv + h * dh * R, R, dh, A.a, R, d, R, GW[B_WV] + h * d * dh, 1, dh);
+        gemm(W[B_WQ] + h * d * dh, dh, 1, dq + h * dh * Rq, Rq, dm, R, d, dh, Rq, nullptr, true);
+        gemm(W[B_WK] + h * d * dh, dh, 1, dk + h * dh * R, R, dm, R, d, dh, R, nullptr, true);
+        gemm(W[B_WV] + h * d * dh, dh, 1, dv + h * dh * R, R, dm, R, d, dh, R, nullptr, true);
+      }
+      // the gradient at x_in: the residual's (rows of the queries) and the LayerNorm's
+      std::memset(dxin, 0, d * R * 4);
+      for (int64_t i = 0; i < d; ++i) std::memcpy(dxin + i * R, dres + i * Rq, Rq * 4);
+      if (ln) {
+        ln_backward(A.xin, R, A.mean1, A.rstd1, dm, R, W[B_LN1W], d, R, dxin, R, GW[B_LN1W],
+                    GW[B_LN1B], lanes);
+      } else {
+        for (int64_t j = 0; j < d * R; j += LW) st(dxin + j, ld(dxin + j) + ld(dm + j));
+      }
+      float* t = dres;
+      dres = dxin;
+      dxin = t;
+    }
+    // ---- the embedding's gradient: rows of W_E by token, W_pos by position ----------------
+    for (int64_t p = 0; p < T; ++p)
+      for (int64_t b = 0; b < Bt && b0 + b < B; ++b) {
+        const int64_t t = p == 0 ? V : tok[(b0 + b) * n_in + p - 1];
+        float* ge = G[P_WE] + t * d;
+        float* gp = G[P_WPOS] + p * d;
+        for (int64_t i = 0; i < d; ++i) {
+          const float g = dres[i * R + p * Bt + b];
+          ge[i] += g;
+          gp[i] += g;
+        }
+      }
+  }
+  return loss / denom;
+}
+
+}  // extern "C"

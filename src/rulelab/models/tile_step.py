@@ -1,0 +1,166 @@
+"""The transformer's training step depth first, tile by tile (engine 11, issue 25).
+
+Engines 7–10 run a pass of hundreds of examples op by op: each op reads what the one before
+wrote megabytes earlier, from L3 or memory (bench/cold_kernels.py), so their step is bound by
+memory traffic. Here one native call (``step_kernels.cpp: rl_step``) runs the forward, the
+loss and the backward of a tile of a few dozen examples of one member to the end before the
+next tile starts: what each op of a tile reads (:func:`tile_examples`) was written moments
+before and is still in L2. Every sum runs in one fixed order (within a tile by feature, across
+tiles in order), so a member's numbers depend on its own weights and data and the tile, which
+the shape alone fixes: a member equals its solo run. The numbers are the model's to float
+rounding (closer to float64's than PyTorch's float32 autograd is: tests/engine/models/
+test_tile_step.py), not engine 10's bits: a new engine version.
+
+It computes the model of :class:`~rulelab.models.transformer.EnsembleTransformer` with a ReLU
+MLP (or none), LayerNorms (or none), fp32; :func:`unsupported` says why not where it cannot.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from rulelab.models import native_build
+from rulelab.models.attention_sums import VML_MODE, torch_exp
+
+TILE_ENGINE = 11  # the engine version this step computes (store.version)
+SOURCE = Path(__file__).with_name("step_kernels.cpp")
+# A tile: the largest multiple of 16 examples ≤ TILE_MAX whose scratch (activations and
+# gradients) fits TILE_BYTES. Measured per member at the ladder's and the paper's widths
+# (tiles of 16–96, 4 members × 2,048 examples, AMX Xeon with 2 MiB of L2): 48 is the fastest
+# or within 3% of it at every width, tiles whose rows span an even number of cache lines
+# (32, 64, 96) run 3–12% slower, and the whole tile need not sit in L2 (only what one op reads).
+TILE_BYTES = 4 << 20
+TILE_MAX = 48
+MAX_POSITIONS, MAX_LAYERS = 64, 16  # what the kernel's fixed arrays hold
+I64, F32, F64, PTR = ctypes.c_int64, ctypes.c_float, ctypes.c_double, ctypes.c_void_p
+
+
+def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
+    lib.rl_step_scratch.argtypes = [I64] * 8
+    lib.rl_step_scratch.restype = I64
+    lib.rl_step.argtypes = [I64] * 10 + [F32, PTR, PTR, PTR, PTR, I64, F64, PTR, PTR,
+                                         ctypes.c_longlong]
+    lib.rl_step.restype = F64
+    return lib
+
+
+@functools.cache
+def built() -> ctypes.CDLL | str:
+    """The kernel library, or why it did not build (:func:`native_build.load`)."""
+    return native_build.load(SOURCE, _declare)
+
+
+def native() -> ctypes.CDLL | None:
+    """The library where it built and PyTorch's exp was found, else None."""
+    lib = built()
+    return None if isinstance(lib, str) or torch_exp() is None else lib
+
+
+def unsupported(shape) -> str | None:
+    """Why engine 11 cannot train a transformer of ``shape`` (a ``TransformerShape``), or None."""
+    if shape.act != "relu" and shape.d_mlp:
+        return f"act {shape.act}: engine 11 runs a ReLU MLP only"
+    if shape.seq_len + 1 > MAX_POSITIONS or shape.layers > MAX_LAYERS:
+        return f"engine 11 holds at most {MAX_POSITIONS} positions and {MAX_LAYERS} layers"
+    why = native_build.why_not(built())
+    if why is not None:
+        return f"its native kernel did not build: {why}"
+    return None if torch_exp() is not None else "PyTorch's exp (MKL) was not found"
+
+
+def _dims(shape, tile: int) -> tuple[int, ...]:
+    """The kernel's shape arguments: L, H, d_head, d, d_mlp, T, V, k and the tile."""
+    return (shape.layers, shape.heads, shape.d_model // shape.heads, shape.d_model, shape.d_mlp,
+            shape.seq_len + 1, shape.vocab, shape.label_mod, tile)
+
+
+@functools.cache
+def tile_examples(shape) -> int:
+    """Examples per tile for ``shape``: the largest multiple of 16 ≤ :data:`TILE_MAX` whose
+    scratch fits :data:`TILE_BYTES` (at least 16). Fixed by the shape alone: member ≡ solo."""
+    lib = native()
+    if lib is None:
+        raise RuntimeError("engine 11's kernel is not built")
+    tile = TILE_MAX
+    while tile > 16 and 4 * _scratch_floats(lib, shape, tile) > TILE_BYTES:
+        tile -= 16
+    return tile
+
+
+def _scratch_floats(lib: ctypes.CDLL, shape, tile: int) -> int:
+    L, H, dh, d, f, T, _, k, _ = _dims(shape, tile)
+    return lib.rl_step_scratch(L, H, dh, d, f, T, k, tile)
+
+
+def parameters(model) -> list[torch.Tensor | None]:
+    """The model's parameters in the kernel's order (``step_kernels.cpp``), None where absent."""
+    out: list[torch.Tensor | None] = [model.W_E, model.W_pos]
+    for block in model.blocks:
+        a, m, ln1, ln2 = block.attn, block.mlp, block.ln1, block.ln2
+        out += [*((ln1.w, ln1.b) if ln1 else (None, None)),
+                a.W_Q, a.W_K, a.W_V, a.b_Q, a.b_K, a.b_V, a.W_O, a.b_O,
+                *((ln2.w, ln2.b) if ln2 else (None, None)),
+                *((m.W_in, m.b_in, m.W_out, m.b_out) if m else (None,) * 4)]
+    lnf = model.ln_final
+    return out + [*((lnf.w, lnf.b) if lnf else (None, None)), model.W_U, model.b_U]
+
+
+def _addresses(tensors: list[torch.Tensor | None], e: int):
+    """Member ``e``'s slice of each ``[E, …]`` tensor, as a C array of addresses."""
+    arr = (PTR * len(tensors))()
+    for j, t in enumerate(tensors):
+        arr[j] = None if t is None else t.data_ptr() + e * t.stride(0) * t.element_size()
+    return arr
+
+
+class TileStep(torch.autograd.Function):
+    """``x [E, B, n]`` tokens, ``y [E, B]`` labels, ``denom`` and the model's parameters
+    (:func:`parameters`, present ones) → the ``[E]`` losses (cross-entropy sums / ``denom``).
+    The forward computes the gradients too (one native pass per tile); the backward hands them
+    on, times the incoming gradient of each member's loss."""
+
+    @staticmethod
+    def forward(ctx, x, y, denom, model, *params):
+        lib = native()
+        shape = model.cfg
+        tile = tile_examples(shape)
+        full = parameters(model)
+        grads = [None if p is None else torch.zeros_like(p) for p in full]
+        x = x.to(torch.int64).contiguous()
+        y = y.to(torch.int64).contiguous()
+        E, B = x.shape[:2]
+        scratch = torch.empty(_scratch_floats(lib, shape, tile))
+        ln = int(model.ln_final is not None)
+        eps = model.ln_final.eps if ln else 1e-5
+        losses = torch.empty(E)
+        for e in range(E):
+            losses[e] = lib.rl_step(*_dims(shape, tile), ln, eps, _addresses(full, e),
+                                    _addresses(grads, e), x[e].data_ptr(), y[e].data_ptr(), B,
+                                    float(denom), scratch.data_ptr(), torch_exp(), VML_MODE)
+        ctx.grads = [g for g in grads if g is not None]
+        return losses
+
+    @staticmethod
+    def backward(ctx, g_loss):
+        out = [g.mul_(g_loss.view(-1, *[1] * (g.dim() - 1))) for g in ctx.grads]
+        ctx.grads = None
+        return (None, None, None, None, *out)
+
+
+def step_loss(model, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
+    """The ``[E]`` per-member cross-entropy sums of ``x [E, B, n]`` against ``y [E, B]``
+    divided by ``denom``, whose backward gives the parameters' gradients (engine 11)."""
+    present = [p for p in parameters(model) if p is not None]
+    return TileStep.apply(x, y, float(denom), model, *present)
+
+
+def reference_loss(model, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
+    """The same loss through the model's PyTorch forward (engine 4's ops): the oracle."""
+    logits = model(x)  # [E, B, k]
+    return F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(
+        y.shape).sum(1) / denom

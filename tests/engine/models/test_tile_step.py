@@ -1,0 +1,148 @@
+"""Engine 11's step (issue 25, ``models/tile_step.py``, ``step_kernels.cpp``): the forward, the
+cross-entropy and the backward of one tile of examples at a time, natively. Oracle: the loss
+and every gradient PyTorch's autograd gives through the model's own forward (engine 4's ops)
+in float64, at shapes that exercise each branch; then the properties the trainer relies on: a member
+equals its solo run bitwise, the same call gives the same bits, padding adds nothing."""
+
+import copy
+
+import pytest
+import torch
+
+from rulelab.models import tile_step
+from rulelab.models.transformer import EnsembleTransformer, TransformerShape
+
+pytestmark = pytest.mark.skipif(tile_step.native() is None,
+                                reason="engine 11's kernel did not build here")
+
+
+def _shape(**over) -> TransformerShape:
+    base = dict(layers=2, heads=2, d_model=24, d_mlp=48, act="relu", ln=True, vocab=13,
+                seq_len=6, label_mod=2)
+    return TransformerShape(**{**base, **over})
+
+
+def _model(shape: TransformerShape, seeds=(1, 2)) -> EnsembleTransformer:
+    model = EnsembleTransformer(shape, len(seeds)).init_weights(list(seeds))
+    gen = torch.Generator().manual_seed(sum(seeds))
+    with torch.no_grad():  # biases and LayerNorm weights away from 0 and 1: every path counts
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=gen))
+    model.engine = 4
+    return model
+
+
+def _data(shape: TransformerShape, E: int, B: int, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, shape.vocab, (E, B, shape.seq_len), generator=gen)
+    return x, torch.randint(0, shape.label_mod, (E, B), generator=gen)
+
+
+def _grads(model, loss_fn, x, y, denom):
+    model.zero_grad()
+    loss = loss_fn(model, x, y, denom)
+    loss.sum().backward()
+    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+SHAPES = {
+    "2L, the ladder's 2k widths": _shape(),
+    "1L": _shape(layers=1, d_model=32, d_mlp=64),
+    "3L, 4 heads, 3 classes": _shape(layers=3, heads=4, d_model=32, d_mlp=40, label_mod=3),
+    "no MLP": _shape(d_mlp=0),
+    "no LayerNorm": _shape(ln=False),
+    "1 head of 20, d_mlp not a multiple of 8": _shape(heads=1, d_model=20, d_mlp=36),
+    "11 positions, the paper's widths": _shape(seq_len=10, vocab=64, d_model=64, d_mlp=128),
+}
+
+
+def _oracle(model, x, y, denom):
+    """The loss and gradients autograd gives through the model's forward in float64."""
+    wide = copy.deepcopy(model).double()
+    loss, grads = _grads(wide, tile_step.reference_loss, x, y, denom)
+    return loss.float(), {n: g.float() for n, g in grads.items()}
+
+
+def _assert_close(got: dict, ref: dict, rel: float) -> None:
+    # b_K's true gradient is 0 (a key bias adds the same to every score of a query): both
+    # sides are rounding noise there, far below the scale
+    scale = max(g.abs().max().item() for g in ref.values())
+    for n, g in ref.items():
+        torch.testing.assert_close(got[n], g, rtol=0, atol=rel * scale, msg=n)
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_loss_and_every_gradient_match_autograd_in_float64(name):
+    shape = SHAPES[name]
+    model = _model(shape)
+    x, y = _data(shape, 2, 70)  # 70: the last tile padded
+    ref_loss, ref = _oracle(model, x, y, 100.0)
+    loss, got = _grads(model, tile_step.step_loss, x, y, 100.0)
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-6, atol=1e-7)
+    _assert_close(got, ref, 1e-6)  # PyTorch's own float32 autograd is off by up to ≈ 1e-4
+    scale = max(g.abs().max().item() for g in ref.values())
+    assert ref["blocks.0.attn.W_K"].abs().max() > 1e-3 * scale  # the attention is exercised
+
+
+def test_a_wrong_gradient_is_caught():
+    # the oracle's tolerance sees a gradient off by 0.01%
+    shape = SHAPES["2L, the ladder's 2k widths"]
+    model = _model(shape)
+    x, y = _data(shape, 2, 40)
+    _, ref = _oracle(model, x, y, 40.0)
+    _, got = _grads(model, tile_step.step_loss, x, y, 40.0)
+    got["blocks.0.mlp.W_in"] *= 1.0001
+    with pytest.raises(AssertionError):
+        _assert_close(got, ref, 1e-6)
+
+
+def test_a_member_equals_its_solo_run_bitwise():
+    shape = SHAPES["2L, the ladder's 2k widths"]
+    seeds = (3, 8, 5)
+    ens = _model(shape, seeds)
+    x, y = _data(shape, 3, 100)
+    loss, grads = _grads(ens, tile_step.step_loss, x, y, 100.0)
+    for e, seed in enumerate(seeds):
+        solo = EnsembleTransformer(shape, 1)
+        with torch.no_grad():
+            for (_, p), (_, q) in zip(solo.named_parameters(), ens.named_parameters(),
+                                      strict=True):
+                p.copy_(q[e : e + 1])
+        solo_loss, solo_grads = _grads(solo, tile_step.step_loss, x[e : e + 1], y[e : e + 1],
+                                       100.0)
+        assert torch.equal(solo_loss[0], loss[e])
+        for n, g in solo_grads.items():
+            assert torch.equal(g[0], grads[n][e]), (seed, n)
+
+
+def test_the_same_call_gives_the_same_bits_and_a_view_reads_as_a_copy():
+    shape = SHAPES["2L, the ladder's 2k widths"]
+    model = _model(shape)
+    x, y = _data(shape, 2, 50)
+    assert 50 % tile_step.tile_examples(shape) != 0  # the last tile is padded
+    a = _grads(model, tile_step.step_loss, x, y, 50.0)
+    b = _grads(model, tile_step.step_loss, x, y, 50.0)
+    assert torch.equal(a[0], b[0]) and all(torch.equal(a[1][n], b[1][n]) for n in a[1])
+    # the first 50 examples of a longer batch, as the trainer's passes slice them
+    x2, y2 = torch.cat([x, x.flip(1)], 1), torch.cat([y, 1 - y.flip(1)], 1)
+    c = _grads(model, tile_step.step_loss, x2[:, :50], y2[:, :50], 50.0)
+    assert torch.equal(a[0], c[0]) and all(torch.equal(a[1][n], c[1][n]) for n in a[1])
+
+
+def test_the_tile_is_fixed_by_the_shape_within_the_budget():
+    for shape in SHAPES.values():
+        tile = tile_step.tile_examples(shape)
+        assert tile % 16 == 0 and 16 <= tile <= tile_step.TILE_MAX
+        lib = tile_step.native()
+        fits = 4 * tile_step._scratch_floats(lib, shape, tile) <= tile_step.TILE_BYTES
+        assert fits or tile == 16
+        bigger = tile + 16
+        assert bigger > tile_step.TILE_MAX or (
+            4 * tile_step._scratch_floats(lib, shape, bigger) > tile_step.TILE_BYTES)
+
+
+def test_what_it_cannot_run_is_named():
+    assert "gelu" in tile_step.unsupported(_shape(act="gelu"))
+    assert tile_step.unsupported(_shape(act="gelu", d_mlp=0)) is None  # no MLP: no activation
+    assert "positions" in tile_step.unsupported(_shape(seq_len=tile_step.MAX_POSITIONS))
+    assert tile_step.unsupported(_shape()) is None
