@@ -41,8 +41,8 @@ from rulelab.store.version import (
     CPU_ONLY_ENGINES,
     ENGINE_VERSION,
     ENGINES,
+    FP32_ONLY_ENGINES,
     KEPT_ENGINES,
-    NEWER_ENGINES,
 )
 from rulelab.study_registry import tasks
 
@@ -83,11 +83,10 @@ def eager_engine(config=None) -> int:
 def engines_for(config=None, device: str | torch.device = "cpu") -> dict[str, int]:
     """``{Settings.engine: engine version}`` for ``config`` on ``device``: ``eager`` (its eager
     engine, :func:`eager_engine`; on a GPU the one a CPU-only engine gives way to), ``compiled``,
-    and each version it can train with by number (the newer ones its eager engine offers on
-    request and the older ones it keeps: :data:`~rulelab.store.version.NEWER_ENGINES`,
+    and each version it can train with by number (the older ones its eager engine keeps:
     :data:`~rulelab.store.version.KEPT_ENGINES`)."""
     declared = eager_engine(config)
-    eager, kept = declared, NEWER_ENGINES.get(declared, ()) + KEPT_ENGINES.get(declared, ())
+    eager, kept = declared, KEPT_ENGINES.get(declared, ())
     if torch.device(device).type != "cpu":
         eager = CPU_ONLY_ENGINES.get(declared, declared)
         kept = tuple(v for v in kept if v not in CPU_ONLY_ENGINES)
@@ -99,19 +98,22 @@ def engine_in_use(settings, config=None) -> int:
     """The engine version ``settings`` train ``config`` with: ``engines_for(config, device)
     [settings.engine]`` (a :class:`~rulelab.errors.UserError` naming the allowed ones where
     it offers no such engine). The compiled engine falls back to the eager one where
-    :func:`compile_unavailable`."""
+    :func:`compile_unavailable`; the eager engine, where it computes in fp32 only, to the one
+    it names for another ``--precision`` (:data:`~rulelab.store.version.FP32_ONLY_ENGINES`)."""
     offered = engines_for(config, settings.device)
     if settings.engine not in offered:
         task = getattr(config, "task", "these")
         raise UserError(f"--engine: {settings.engine} is not allowed for {task} runs on "
                         f"{settings.device}; allowed: {', '.join(offered)}")
-    version = offered[settings.engine]
+    eager = offered["eager"]
+    if settings.precision != "fp32":
+        eager = FP32_ONLY_ENGINES.get(eager, eager)
+    version = eager if settings.engine == "eager" else offered[settings.engine]
     if version != COMPILED_ENGINE:
         return version
     why = compile_unavailable(torch.device(settings.device).type)
     if why is None:
         return version
-    eager = offered["eager"]
     _notice(f"engine compiled unavailable ({why}): training with the eager engine "
             f"(engine version {eager})")
     return eager
@@ -120,7 +122,7 @@ def engine_in_use(settings, config=None) -> int:
 def micro_batch_for(settings, config=None) -> int:
     """Examples per member per pass that ``settings`` train ``config`` in: ``--micro-batch``
     where given, else the pass its engine version (:func:`engine_in_use`) sizes for it
-    (``Task.pass_examples``: engine 10 for the transformer), else
+    (``Task.pass_examples``: engines 10 and 11 for the transformer), else
     :data:`~rulelab.settings.DEFAULT_MICRO_BATCH`. Part of a run's numbers: recorded in its
     checkpoint (``store.version.micro_batch_refusal``)."""
     if settings.micro_batch is not None:

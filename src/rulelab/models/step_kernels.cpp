@@ -6,8 +6,8 @@
 // and the step was bound by memory traffic, not by its arithmetic.
 //
 // Layout: every activation of a tile is [features][rows] with the rows (position p, example b)
-// as r = p·Bt + b, examples innermost, Bt a multiple of 16 (the caller pads the batch with
-// copies of its first example, which carry no gradient). A weight matmul is then a sum of
+// as r = p·Bt + b, examples innermost, Bt a multiple of 16 (the last tile of a pass padded with
+// copies of its first example, which carry no loss and no gradient). A weight matmul is then a sum of
 // scalar × vector products over the rows, and every sum runs in one fixed order: within a
 // tile in feature order, across tiles in tile order. A member's numbers depend on its own
 // weights, data and Bt alone (Bt is fixed by the shape): a member equals its solo run.
@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -280,18 +281,21 @@ int64_t rl_step_scratch(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, 
 }
 
 // One member's loss and gradients over `B` examples (tokens [B][T-1], labels [B]), tile by
-// tile: P[j] its parameters, G[j] their gradients (added to), in the enum's order; returns the
-// cross-entropy summed over the examples, divided by `denom`.
+// tile: tiles of `tile` examples, the last one the rest rounded up to a multiple of 16 (the
+// padding: copies of the first example, with no loss and no gradient). P[j] its parameters,
+// G[j] their gradients (added to), in the enum's order; returns the cross-entropy summed over
+// the examples, divided by `denom`.
 double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T, int64_t V,
-               int64_t k, int64_t Bt, int64_t ln, float eps, const float* const* P,
+               int64_t k, int64_t tile, int64_t ln, float eps, const float* const* P,
                float* const* G, const int64_t* tok, const int64_t* lab, int64_t B, double denom,
                float* scratch, vexp_fn vexp, long long mode) {
-  const Shape s{L, H, dh, d, f, T, V, k, Bt, ln, eps};
-  const int64_t R = T * Bt, n = H * dh, n_in = T - 1;
+  const Shape s{L, H, dh, d, f, T, V, k, tile, ln, eps};
+  const int64_t n = H * dh, n_in = T - 1;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   double loss = 0.0;
   BlockActs acts[16];
-  for (int64_t b0 = 0; b0 < B; b0 += Bt) {
+  for (int64_t b0 = 0; b0 < B; b0 += tile) {
+    const int64_t Bt = std::min(tile, (B - b0 + LW - 1) / LW * LW), R = T * Bt;
     Arena ar{scratch};
     // ---- forward ---------------------------------------------------------------------------
     float* x0 = ar.take(d * R);

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import warnings
 from pathlib import Path
 
 import torch
@@ -26,8 +27,11 @@ import torch.nn.functional as F
 
 from rulelab.models import native_build
 from rulelab.models.attention_sums import VML_MODE, torch_exp
+from rulelab.models.passes import TILE_ENGINE
 
-TILE_ENGINE = 11  # the engine version this step computes (store.version)
+__all__ = ["TILE_ENGINE", "notice_fallback", "reference_loss", "step_loss", "tile_examples",
+           "unsupported"]
+
 SOURCE = Path(__file__).with_name("step_kernels.cpp")
 # A tile: the largest multiple of 16 examples ≤ TILE_MAX whose scratch (activations and
 # gradients) fits TILE_BYTES. Measured per member at the ladder's and the paper's widths
@@ -71,6 +75,13 @@ def unsupported(shape) -> str | None:
     if why is not None:
         return f"its native kernel did not build: {why}"
     return None if torch_exp() is not None else "PyTorch's exp (MKL) was not found"
+
+
+@functools.cache
+def notice_fallback(why: str, engine: int) -> None:
+    """Say once per process and reason that runs engine 11 cannot train use ``engine``."""
+    warnings.warn(f"engine {TILE_ENGINE} unavailable ({why}): training with engine {engine}",
+                  RuntimeWarning, stacklevel=3)
 
 
 def _dims(shape, tile: int) -> tuple[int, ...]:

@@ -67,7 +67,9 @@ class EnsembleTransformer(HookedEnsemble):
     """
 
     engine = 1
-    eager_engine = SIZED_PASS_ENGINE  # the eager engine of its configs on the CPU
+    # the lane engine: its eager engine on the CPU where a task's step is its own (sparse
+    # parity); study S's runs train with engine 11 where it can (eager_engine below)
+    eager_engine = SIZED_PASS_ENGINE
     step_engines = (TILE_ENGINE,)  # engines under which it computes its own step (step_loss)
 
     def __init__(self, shape: TransformerShape, n_members: int) -> None:
@@ -173,6 +175,11 @@ class EnsembleTransformer(HookedEnsemble):
 
 def eager_engine(cfg) -> int:
     """The engine version the eager engine trains a transformer config with
-    (``Task.eager_engine``): :data:`SIZED_PASS_ENGINE`, whatever its shape."""
-    return EnsembleTransformer.eager_engine
-
+    (``Task.eager_engine``, study S): :data:`TILE_ENGINE` where its step can train the shape
+    (:func:`~rulelab.models.tile_step.unsupported`), else :data:`SIZED_PASS_ENGINE`, saying
+    once why."""
+    why = tile_step.unsupported(TransformerShape.of(cfg))
+    if why is None:
+        return TILE_ENGINE
+    tile_step.notice_fallback(why, SIZED_PASS_ENGINE)
+    return SIZED_PASS_ENGINE

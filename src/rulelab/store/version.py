@@ -74,17 +74,21 @@ before engine versions existed carries none and reads as version 1.
   pass depends on the shape alone, never on the ensemble: a member equals its solo run.
   Engines 9, 8, 7 and 4 stay computable (``--engine 9`` trains in engine 9's passes of 512);
   on a GPU its eager engine is 4.
-- 11: the transformer's training step depth first on the CPU (issue 25, opt-in: ``--engine
-  11``; :mod:`rulelab.models.tile_step`): one native call runs the forward, the cross-entropy
-  and the backward of a tile of 16–48 examples of one member to the end before the next tile,
-  so its activations stay in L2 (engines 7–10 ran each op over a whole pass, reading operands
-  from memory). Every sum in one fixed order (by feature within a tile, tile by tile across
-  it, each product added by one fused multiply-add where the CPU has one; the tile fixed by
-  the shape): the model's numbers to float rounding (gradients within ≈ 1e-6 of engine 4's,
-  relative), not engine 10's bits; a member equals its solo run. fp32 only, a ReLU MLP or
-  none, and cross-entropy: a task with a loss of its own is refused (:data:`STEP_ENGINES`).
-  Steps are cut into passes of 512 as before 10, and evaluation runs engine 10's forward. On
-  a GPU its eager engine is 4; where its kernel cannot build it is refused in one line.
+- 11: the transformer's eager engine on the CPU (issue 25; :mod:`rulelab.models.tile_step`):
+  its training step depth first. One native call per member runs the forward, the
+  cross-entropy and the backward of a tile of 48 examples to the end before the next tile, so
+  what each op reads is still in L2 (engines 7–10 ran each op over a whole pass, reading
+  operands from memory). Every sum in one fixed order (by feature within a tile, tile by tile
+  across it, each product added by one fused multiply-add where the CPU has one; the tile fixed
+  by the shape, the last one the rest of the pass): the model's numbers to float rounding
+  (gradients within 1e-6 of float64 autograd, closer than PyTorch's float32), not engine 10's
+  bits; a member equals its solo run. Steps are cut into passes of 4,096
+  (:func:`rulelab.models.passes.pass_examples`); evaluation runs engine 10's forward. It
+  computes fp32, a ReLU MLP (or none) and the cross-entropy: ``--precision bf16`` trains with
+  engine 10 (:data:`FP32_ONLY_ENGINES`), as does a GELU model or a machine where its kernel
+  cannot build (one notice); a task with a loss of its own is refused (:data:`STEP_ENGINES`).
+  Engines 10, 9, 8, 7 and 4 stay computable (``--engine 10`` gives engine 10's numbers); on a
+  GPU its eager engine is 4.
 """
 
 from __future__ import annotations
@@ -101,10 +105,10 @@ ENGINES = {"eager": ENGINE_VERSION, "compiled": COMPILED_ENGINE}  # Settings.eng
 LEGACY_ENGINE = 1  # what a run or checkpoint without a recorded engine version was trained by
 # A model's eager engine → older engines it still computes on request (``--engine 4``), so a
 # lab trained under one keeps its numbers when the default moves on.
-KEPT_ENGINES = {10: (9, 8, 7, 4)}
-# A model's eager engine → newer engines it computes on request ahead of their becoming the
-# default (``--engine 11``).
-NEWER_ENGINES = {10: (11,)}
+KEPT_ENGINES = {11: (10, 9, 8, 7, 4), 10: (9, 8, 7, 4)}
+# An eager engine that computes in fp32 only → the engine its runs train with under another
+# ``--precision`` (bf16: the lane engine's matmuls take bf16 operands).
+FP32_ONLY_ENGINES = {11: 10}
 # Engines whose model computes its whole step (forward, loss, backward) itself: a trainer
 # refuses them for a model that does not (``step_engines``) or a task with a loss of its own.
 STEP_ENGINES = (11,)

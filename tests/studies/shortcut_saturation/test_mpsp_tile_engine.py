@@ -1,8 +1,8 @@
-"""Engine 11 in training (issue 25, opt-in ``--engine 11``): study S's runs trained with the
-step depth first (``models/tile_step.py``). Recorded as engine 11; a member equals its solo run
-bitwise; it trains the model engine 10 trains (the same parameters to float rounding after a
-few steps); an engine-10 run is refused on resume; what it cannot run is refused in one line
-naming ``--engine`` before any step."""
+"""Engine 11 in training (issue 25): study S's runs trained by default with the step depth
+first (``models/tile_step.py``). Recorded as engine 11; a member equals its solo run bitwise; it
+trains the model engine 10 trains (the same parameters to float rounding after a few steps); an
+engine-10 run is refused on resume; where it cannot run, the default is engine 10 with one
+notice, and ``--engine 11`` is refused in one line before any step."""
 
 import pytest
 import torch
@@ -26,6 +26,7 @@ pytestmark = pytest.mark.skipif(tile_step.native() is None,
 SMALL = dict(seq_len=5, vocab=12, n_eval=32, d_model=16, d_mlp=32, heads=2, layers=2,
              eval_every=2, lr=3e-3)
 ELEVEN = Settings(engine="11")
+TEN = Settings(engine="10")
 
 
 def _fit(configs, settings):
@@ -38,11 +39,14 @@ def _params(trainer, e: int = 0) -> dict:
     return {n: p[e].detach().clone() for n, p in trainer.model.named_parameters()}
 
 
-def test_it_is_offered_on_the_cpu_only():
+def test_it_is_the_default_on_the_cpu_in_fp32():
     cfg = MPSPRunConfig(**SMALL)
-    assert engines_for(cfg)["11"] == TILE_ENGINE
-    assert "11" not in engines_for(cfg, "cuda")
-    assert engines_for(cfg)["eager"] == SIZED_PASS_ENGINE  # opt-in: not the default
+    offered = engines_for(cfg)
+    assert offered["eager"] == offered["11"] == TILE_ENGINE and offered["10"] == SIZED_PASS_ENGINE
+    assert engines_for(cfg, "cuda")["eager"] == 4 and "11" not in engines_for(cfg, "cuda")
+    assert MPSPTrainer([cfg]).engine_version == TILE_ENGINE
+    bf16 = MPSPTrainer([cfg], Settings(precision="bf16"))  # fp32 only: bf16 trains with 10
+    assert bf16.engine_version == SIZED_PASS_ENGINE
 
 
 def test_a_member_equals_its_solo_run_and_the_engine_is_recorded():
@@ -60,7 +64,7 @@ def test_a_member_equals_its_solo_run_and_the_engine_is_recorded():
 
 def test_it_trains_what_engine_10_trains_to_float_rounding():
     cfg = MPSPRunConfig(**SMALL, n_train=600, epochs=4, seed=3)
-    ten, eleven = _fit([cfg], Settings()), _fit([cfg], ELEVEN)
+    ten, eleven = _fit([cfg], TEN), _fit([cfg], Settings())
     moved = 0.0
     for name, p in _params(ten).items():
         if name.endswith("b_K"):
@@ -78,34 +82,54 @@ def test_it_trains_what_engine_10_trains_to_float_rounding():
 def test_an_engine_10_run_is_refused_under_engine_11(tmp_path):
     lab = Lab(tmp_path / "lab", create=True)
     cfg = MPSPRunConfig(**SMALL, n_train=300, epochs=4, seed=0)
-    done = _fit([cfg.model_copy(update={"epochs": 2})], Settings())
+    done = _fit([cfg.model_copy(update={"epochs": 2})], TEN)
     state = done.member_state(0)
     lab.save_checkpoint(cfg.run_id, state)
     with pytest.raises(StoreError, match="engine version 10.*engine version 11"):
-        train_chunk([cfg], {cfg.run_id: state}, lab, ELEVEN)
+        train_chunk([cfg], {cfg.run_id: state}, lab, Settings())
+    summaries = train_chunk([cfg], {cfg.run_id: state}, lab, TEN)  # under its own engine
+    assert summaries[0].get("failed_reason") is None
 
 
-@pytest.mark.parametrize(("settings", "cfg", "match"), [
-    (Settings(engine="11", precision="bf16"), MPSPRunConfig(**SMALL), "fp32 only"),
-    (ELEVEN, MPSPRunConfig(**{**SMALL, "act": "gelu"}), "ReLU MLP only"),
-])
-def test_what_it_cannot_run_is_refused_naming_the_flag(settings, cfg, match):
-    with pytest.raises(UserError, match=f"^--engine: 11 .*{match}.*--engine eager"):
-        MPSPTrainer([cfg], settings)
+def test_bf16_on_request_is_refused_naming_the_flag():
+    with pytest.raises(UserError, match="^--engine: 11 .*fp32 only.*--engine eager"):
+        MPSPTrainer([MPSPRunConfig(**SMALL)], Settings(engine="11", precision="bf16"))
+
+
+def test_a_gelu_model_trains_with_engine_10_and_says_so():
+    cfg = MPSPRunConfig(**{**SMALL, "act": "gelu"})
+    tile_step.notice_fallback.cache_clear()
+    with pytest.warns(RuntimeWarning, match="engine 11 unavailable .*ReLU MLP only.*engine 10"):
+        assert MPSPTrainer([cfg]).engine_version == SIZED_PASS_ENGINE
+    with pytest.raises(UserError, match="^--engine: 11 is not allowed .*allowed: eager"):
+        MPSPTrainer([cfg], ELEVEN)
 
 
 def test_a_task_with_a_loss_of_its_own_is_refused():
+    class OwnLoss(MPSPTrainer):
+        def loss(self, x, y, denom):
+            return super().loss(x, y, denom) * 2
+
+    with pytest.raises(UserError, match="^--engine: 11 computes the cross-entropy only"):
+        OwnLoss([MPSPRunConfig(**SMALL)])
+    assert OwnLoss([MPSPRunConfig(**SMALL)], TEN).engine_version == SIZED_PASS_ENGINE
+    # sparse parity's transformer has its own loss: it keeps the lane engine, 11 not offered
     cfg = SparseParityRunConfig(n_bits=10, k=3, model="transformer", layers=1, heads=2,
                                 d_model=8, d_mlp=16, batch_size=16, epochs=2, n_eval=64)
-    with pytest.raises(UserError, match="^--engine: 11 .*--engine eager"):
+    assert SparseParityTrainer([cfg]).engine_version == SIZED_PASS_ENGINE
+    with pytest.raises(UserError, match="^--engine: 11 is not allowed"):
         SparseParityTrainer([cfg], ELEVEN)
 
 
-def test_without_its_kernel_it_is_refused_in_one_line(monkeypatch):
+def test_without_its_kernel_engine_10_trains_with_one_notice(monkeypatch):
     monkeypatch.setenv("RULELAB_NATIVE", "0")
     tile_step.built.cache_clear()
+    tile_step.notice_fallback.cache_clear()
     try:
-        with pytest.raises(UserError, match="native kernel did not build: RULELAB_NATIVE=0"):
+        with pytest.warns(RuntimeWarning, match="did not build: RULELAB_NATIVE=0.*engine 10"):
+            trainer = MPSPTrainer([MPSPRunConfig(**SMALL)])
+        assert trainer.engine_version == SIZED_PASS_ENGINE
+        with pytest.raises(UserError, match="^--engine: 11 is not allowed"):
             MPSPTrainer([MPSPRunConfig(**SMALL)], ELEVEN)
     finally:
         monkeypatch.delenv("RULELAB_NATIVE")
