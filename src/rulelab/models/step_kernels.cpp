@@ -23,23 +23,45 @@
 #include <cstring>
 #include <algorithm>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__FMA__)
 #include <immintrin.h>
 #endif
 
+#pragma GCC diagnostic ignored "-Wpsabi"  // 64-byte vectors on AVX2: only inside this file
 typedef float vf __attribute__((vector_size(64)));  // 16 lanes (two halves where 256-bit)
 constexpr int LW = 16;                               // floats per vector
 
 static inline vf ld(const float* p) { vf v; std::memcpy(&v, p, sizeof v); return v; }
 static inline void st(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
 static inline vf bc(float x) { return (vf){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
-static inline vf fma(vf a, vf b, vf c) {  // a·b + c, rounded once where the CPU can
+static inline vf fma(vf a, vf b, vf c) {  // a·b + c rounded once, on any vector width
 #if defined(__AVX512F__)
   return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
-#else
-  return a * b + c;
+#elif defined(__FMA__)  // AVX2: two halves of 8 lanes
+  typedef float h8 __attribute__((vector_size(32)));
+  const h8 lo = (h8)_mm256_fmadd_ps(
+      (__m256)__builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7),
+      (__m256)__builtin_shufflevector(b, b, 0, 1, 2, 3, 4, 5, 6, 7),
+      (__m256)__builtin_shufflevector(c, c, 0, 1, 2, 3, 4, 5, 6, 7));
+  const h8 hi = (h8)_mm256_fmadd_ps(
+      (__m256)__builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15),
+      (__m256)__builtin_shufflevector(b, b, 8, 9, 10, 11, 12, 13, 14, 15),
+      (__m256)__builtin_shufflevector(c, c, 8, 9, 10, 11, 12, 13, 14, 15));
+  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#else  // lane by lane: the C library's fmaf (rounded once, as the FMA units round)
+  vf r;
+  for (int l = 0; l < 16; ++l) r[l] = __builtin_fmaf(a[l], b[l], c[l]);
+  return r;
 #endif
 }
+// Register blocks of the weight matmuls: outputs × vectors of rows (gemm), outputs × inputs
+// (gram). 32 vector registers hold 8 × 2 and 4 × 4; AVX2's 16 (each vf is two) half that. The
+// blocking never changes a sum's order: the same numbers on either.
+#if defined(__AVX512F__)
+constexpr int GEMM_O = 8, GEMM_V = 2, GRAM_O = 4, GRAM_I = 4;
+#else
+constexpr int GEMM_O = 4, GEMM_V = 1, GRAM_O = 2, GRAM_I = 2;
+#endif
 static inline float hsum(vf v) {  // a fixed tree: 16 → 8 → 4 → 2 → 1
   typedef float v8 __attribute__((vector_size(32)));
   typedef float v4 __attribute__((vector_size(16)));
@@ -51,6 +73,23 @@ static inline float hsum(vf v) {  // a fixed tree: 16 → 8 → 4 → 2 → 1
 static inline vf vmaxf(vf a, vf b) { return a > b ? a : b; }
 
 typedef void (*vexp_fn)(int n, const float* a, float* r, long long mode);
+
+// RL_TIMING (bench/tile_profile.py's build only): cycles spent in the weight matmuls (gemm
+// and gram: products, their gradients) and in the whole step, read by rl_step_cycles. The
+// arithmetic is the same.
+#ifdef RL_TIMING
+#include <x86intrin.h>
+static unsigned long long rl_mm_cycles = 0, rl_all_cycles = 0;
+struct Clock {
+  unsigned long long* acc;
+  unsigned long long t0;
+  explicit Clock(unsigned long long* a) : acc(a), t0(__rdtsc()) {}
+  ~Clock() { *acc += __rdtsc() - t0; }
+};
+#define RL_CLOCK(acc) Clock rl_clock_(&acc)
+#else
+#define RL_CLOCK(acc)
+#endif
 
 namespace {
 
@@ -84,15 +123,17 @@ inline void gemm_rows(const float* A, int64_t ao, int64_t ai, const float* X, in
                       float* Y, int64_t ldy, int64_t o0, int64_t k, int64_t R,
                       const float* bias, bool acc) {
   int64_t r = 0;
-  for (; r + 2 * LW <= R; r += 2 * LW)
-    gemm_block<MO, 2>(A, ao, ai, X, ldx, Y, ldy, o0, k, r, bias, acc);
-  if (r < R) gemm_block<MO, 1>(A, ao, ai, X, ldx, Y, ldy, o0, k, r, bias, acc);
+  for (; r + GEMM_V * LW <= R; r += GEMM_V * LW)
+    gemm_block<MO, GEMM_V>(A, ao, ai, X, ldx, Y, ldy, o0, k, r, bias, acc);
+  for (; r < R; r += LW) gemm_block<MO, 1>(A, ao, ai, X, ldx, Y, ldy, o0, k, r, bias, acc);
 }
 
 void gemm(const float* A, int64_t ao, int64_t ai, const float* X, int64_t ldx, float* Y,
           int64_t ldy, int64_t m, int64_t k, int64_t R, const float* bias, bool acc) {
+  RL_CLOCK(rl_mm_cycles);
   int64_t o = 0;
-  for (; o + 8 <= m; o += 8) gemm_rows<8>(A, ao, ai, X, ldx, Y, ldy, o, k, R, bias, acc);
+  for (; o + GEMM_O <= m; o += GEMM_O)
+    gemm_rows<GEMM_O>(A, ao, ai, X, ldx, Y, ldy, o, k, R, bias, acc);
   for (; o + 4 <= m; o += 4) gemm_rows<4>(A, ao, ai, X, ldx, Y, ldy, o, k, R, bias, acc);
   for (; o < m; ++o) gemm_rows<1>(A, ao, ai, X, ldx, Y, ldy, o, k, R, bias, acc);
 }
@@ -152,15 +193,17 @@ inline void gram_block(const float* D, int64_t ldd, const float* X, int64_t ldx,
 
 void gram(const float* D, int64_t ldd, int64_t m, const float* X, int64_t ldx, int64_t k,
           int64_t R, float* G, int64_t go, int64_t gi) {
+  RL_CLOCK(rl_mm_cycles);
   int64_t o = 0;
-  for (; o + 4 <= m; o += 4) {
+  for (; o + GRAM_O <= m; o += GRAM_O) {
     int64_t i = 0;
-    for (; i + 4 <= k; i += 4) gram_block<4, 4>(D, ldd, X, ldx, R, G, go, gi, o, i);
-    for (; i < k; ++i) gram_block<4, 1>(D, ldd, X, ldx, R, G, go, gi, o, i);
+    for (; i + GRAM_I <= k; i += GRAM_I)
+      gram_block<GRAM_O, GRAM_I>(D, ldd, X, ldx, R, G, go, gi, o, i);
+    for (; i < k; ++i) gram_block<GRAM_O, 1>(D, ldd, X, ldx, R, G, go, gi, o, i);
   }
   for (; o < m; ++o) {
     int64_t i = 0;
-    for (; i + 4 <= k; i += 4) gram_block<1, 4>(D, ldd, X, ldx, R, G, go, gi, o, i);
+    for (; i + GRAM_I <= k; i += GRAM_I) gram_block<1, GRAM_I>(D, ldd, X, ldx, R, G, go, gi, o, i);
     for (; i < k; ++i) gram_block<1, 1>(D, ldd, X, ldx, R, G, go, gi, o, i);
   }
 }
@@ -265,6 +308,17 @@ inline void softmax_keys(vf* s, int64_t T, vexp_fn vexp, long long mode) {
 
 extern "C" {
 
+// The vector width this build computes in, in bits: 512 with AVX-512, else 256 (AVX2: the
+// same numbers, but GCC spills 16-lane vectors held as two halves — measured 20–40× slower,
+// so the caller trains with engine 10 there: tile_step.unsupported).
+int64_t rl_step_vector_bits() {
+#if defined(__AVX512F__)
+  return 512;
+#else
+  return 256;
+#endif
+}
+
 // Floats of scratch one tile needs (rl_step's `scratch`).
 int64_t rl_step_scratch(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T,
                         int64_t k, int64_t Bt) {
@@ -289,6 +343,7 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
                int64_t k, int64_t tile, int64_t ln, float eps, const float* const* P,
                float* const* G, const int64_t* tok, const int64_t* lab, int64_t B, double denom,
                float* scratch, vexp_fn vexp, long long mode) {
+  RL_CLOCK(rl_all_cycles);
   const Shape s{L, H, dh, d, f, T, V, k, tile, ln, eps};
   const int64_t n = H * dh, n_in = T - 1;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
@@ -530,5 +585,15 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
   }
   return loss / denom;
 }
+
+#ifdef RL_TIMING
+// cycles in the weight matmuls and in rl_step since the last call, then reset
+void rl_step_cycles(unsigned long long* out) {
+  out[0] = rl_mm_cycles;
+  out[1] = rl_all_cycles;
+  rl_mm_cycles = rl_all_cycles = 0;
+}
+unsigned long long rl_rdtsc() { return __rdtsc(); }
+#endif
 
 }  // extern "C"

@@ -50,6 +50,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.rl_step.argtypes = [I64] * 10 + [F32, PTR, PTR, PTR, PTR, I64, F64, PTR, PTR,
                                          ctypes.c_longlong]
     lib.rl_step.restype = F64
+    lib.rl_step_vector_bits.restype = I64
     return lib
 
 
@@ -74,6 +75,8 @@ def unsupported(shape) -> str | None:
     why = native_build.why_not(built())
     if why is not None:
         return f"its native kernel did not build: {why}"
+    if built().rl_step_vector_bits() < 512:
+        return "its kernel runs fast with AVX-512 only, and this CPU has none"
     return None if torch_exp() is not None else "PyTorch's exp (MKL) was not found"
 
 

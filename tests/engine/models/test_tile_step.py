@@ -5,11 +5,13 @@ in float64, at shapes that exercise each branch; then the properties the trainer
 equals its solo run bitwise, the same call gives the same bits, padding adds nothing."""
 
 import copy
+import ctypes
+import subprocess
 
 import pytest
 import torch
 
-from rulelab.models import tile_step
+from rulelab.models import native_build, tile_step
 from rulelab.models.transformer import EnsembleTransformer, TransformerShape
 
 pytestmark = pytest.mark.skipif(tile_step.native() is None,
@@ -146,3 +148,27 @@ def test_what_it_cannot_run_is_named():
     assert tile_step.unsupported(_shape(act="gelu", d_mlp=0)) is None  # no MLP: no activation
     assert "positions" in tile_step.unsupported(_shape(seq_len=tile_step.MAX_POSITIONS))
     assert tile_step.unsupported(_shape()) is None
+
+
+def test_an_avx2_build_gives_the_avx512_builds_bits(tmp_path):
+    """The blocking and the vector width never change a sum's order: the kernel built for AVX2
+    (two halves per 16-lane vector) computes the same bits, here on one CPU and one exp."""
+    if tile_step.native().rl_step_vector_bits() < 512:
+        pytest.skip("this build is not AVX-512's")
+    so = tmp_path / "step_avx2.so"
+    flags = [f for f in native_build.FLAGS if f != "-march=native"]
+    done = subprocess.run([native_build.compiler(), *flags, "-march=haswell",
+                           str(tile_step.SOURCE), "-o", str(so)], capture_output=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    avx2 = tile_step._declare(ctypes.CDLL(str(so)))
+    assert avx2.rl_step_vector_bits() == 256
+    shape = _shape(seq_len=4, d_model=16, d_mlp=24)
+    model = _model(shape)
+    x, y = _data(shape, 2, 40)
+    wide = _grads(model, tile_step.step_loss, x, y, 40.0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tile_step, "native", lambda: avx2)
+        narrow = _grads(model, tile_step.step_loss, x, y, 40.0)
+    assert torch.equal(wide[0], narrow[0])
+    for n, g in wide[1].items():
+        assert torch.equal(g, narrow[1][n]), n

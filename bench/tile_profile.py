@@ -1,0 +1,90 @@
+"""Where engine 11's step spends its time (issue 25 goal 1: the non-matmul work ≤ 25% of a
+step): the share of the weight matmuls in the native step, and the step against the whole
+pass as the trainer runs it.
+
+Builds ``step_kernels.cpp`` with ``-DRL_TIMING`` (the same arithmetic; each weight matmul —
+``gemm`` for products, ``gram`` for their weights' gradients — and each ``rl_step`` call counts
+its cycles) and trains one full-batch step of study S's 2-layer model, 4 members × 2,048
+examples, at the scale ladder's widths and the paper's, on one thread. Prints per member: the
+step's milliseconds, the matmuls' share of the native step, and the share of the whole step
+(Python, the gradient buffers, autograd's accumulation included) outside the matmuls.
+
+    python bench/tile_profile.py
+"""
+
+from __future__ import annotations
+
+import ctypes
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from rulelab.engine.allocator import keep_heap
+from rulelab.models import native_build, tile_step
+from rulelab.models.transformer import EnsembleTransformer
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
+
+E, N = 4, 2048
+WIDTHS = {"2k (24/48)": (24, 48), "4k (32/64)": (32, 64), "8k (48/96)": (48, 96),
+          "paper (64/128)": (64, 128)}
+
+
+def timing_build(out: Path) -> ctypes.CDLL:
+    lib = out / "step_timing.so"
+    cxx = native_build.compiler()
+    subprocess.run([cxx, *native_build.FLAGS, "-DRL_TIMING", str(tile_step.SOURCE), "-o",
+                    str(lib)], check=True)
+    built = tile_step._declare(ctypes.CDLL(str(lib)))
+    built.rl_step_cycles.argtypes = [ctypes.c_void_p]
+    built.rl_rdtsc.restype = ctypes.c_ulonglong
+    return built
+
+
+def tsc_hz(lib: ctypes.CDLL) -> float:
+    """The time-stamp counter's ticks per second (constant on every CPU PyTorch runs on)."""
+    t, c = time.perf_counter(), lib.rl_rdtsc()
+    time.sleep(0.3)
+    return (lib.rl_rdtsc() - c) / (time.perf_counter() - t)
+
+
+def main() -> None:
+    keep_heap()
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = timing_build(Path(tmp))
+        tile_step.native = lambda: lib  # the trainer's path, on the timing build
+        cycles = (ctypes.c_ulonglong * 2)()
+        hz = tsc_hz(lib)
+        print(f"engine 11, one full-batch step of {N} examples × {E} members, 1 thread")
+        print(f"{'width':<16} {'ms/member':>9} {'matmuls / native step':>22} "
+              f"{'non-matmul / whole step':>24}")
+        for name, (d, f) in WIDTHS.items():
+            cfg = MPSPRunConfig(layers=2, heads=2, d_model=d, d_mlp=f, seq_len=10, vocab=64)
+            model = EnsembleTransformer(cfg, E).init_weights(list(range(E)))
+            x, y = torch.randint(0, 64, (E, N, 10)), torch.randint(0, 2, (E, N))
+
+            def step(model=model, x=x, y=y) -> None:
+                model.zero_grad()
+                tile_step.step_loss(model, x, y, float(N)).sum().backward()
+
+            step()
+            lib.rl_step_cycles(cycles)
+            walls, mm, native = [], 0, 0
+            for _ in range(5):
+                t = time.perf_counter()
+                step()
+                walls.append(time.perf_counter() - t)
+                lib.rl_step_cycles(cycles)
+                mm, native = mm + cycles[0], native + cycles[1]
+            wall = statistics.median(walls)
+            share = mm / native  # of the native step
+            rest = 1 - mm / hz / sum(walls)  # of the whole step, Python and autograd included
+            print(f"{name:<16} {wall * 1e3 / E:9.1f} {100 * share:21.0f}% {100 * rest:23.0f}%")
+
+
+if __name__ == "__main__":
+    main()
