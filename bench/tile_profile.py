@@ -5,9 +5,11 @@ pass as the trainer runs it.
 Builds ``step_kernels.cpp`` with ``-DRL_TIMING`` (the same arithmetic; each weight matmul —
 ``gemm`` for products, ``gram`` for their weights' gradients — and each ``rl_step`` call counts
 its cycles) and trains one full-batch step of study S's 2-layer model, 4 members × 2,048
-examples, at the scale ladder's widths and the paper's, on one thread. Prints per member: the
-step's milliseconds, the matmuls' share of the native step, and the share of the whole step
-(Python, the gradient buffers, autograd's accumulation included) outside the matmuls.
+examples, at the scale ladder's widths and the paper's, on one thread. Prints per member the
+step's milliseconds; the shares of the native step taken by the weight matmuls, the attention's
+core (scores, softmax, values and their backward), the LayerNorms and the rest (embedding,
+bias gradients, ReLU, residual copies, the loss); and the share of the whole step (Python, the
+gradient buffers, autograd's accumulation included) outside the matmuls.
 
     python bench/tile_profile.py
 """
@@ -57,11 +59,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         lib = timing_build(Path(tmp))
         tile_step.native = lambda: lib  # the trainer's path, on the timing build
-        cycles = (ctypes.c_ulonglong * 2)()
+        cycles = (ctypes.c_ulonglong * 4)()
         hz = tsc_hz(lib)
         print(f"engine 11, one full-batch step of {N} examples × {E} members, 1 thread")
-        print(f"{'width':<16} {'ms/member':>9} {'matmuls / native step':>22} "
-              f"{'non-matmul / whole step':>24}")
+        print(f"{'width':<16} {'ms/member':>9} {'matmuls':>8} {'attention':>9} {'LayerNorm':>9} "
+              f"{'the rest':>8}   {'non-matmul / whole step':>23}")
         for name, (d, f) in WIDTHS.items():
             cfg = MPSPRunConfig(layers=2, heads=2, d_model=d, d_mlp=f, seq_len=10, vocab=64)
             model = EnsembleTransformer(cfg, E).init_weights(list(range(E)))
@@ -73,17 +75,21 @@ def main() -> None:
 
             step()
             lib.rl_step_cycles(cycles)
-            walls, mm, native = [], 0, 0
+            walls, mm, native, attn, ln = [], 0, 0, 0, 0
             for _ in range(5):
                 t = time.perf_counter()
                 step()
                 walls.append(time.perf_counter() - t)
                 lib.rl_step_cycles(cycles)
                 mm, native = mm + cycles[0], native + cycles[1]
+                attn, ln = attn + cycles[2], ln + cycles[3]
             wall = statistics.median(walls)
             share = mm / native  # of the native step
             rest = 1 - mm / hz / sum(walls)  # of the whole step, Python and autograd included
-            print(f"{name:<16} {wall * 1e3 / E:9.1f} {100 * share:21.0f}% {100 * rest:23.0f}%")
+            other = 1 - share - (attn + ln) / native
+            print(f"{name:<16} {wall * 1e3 / E:9.1f} {100 * share:7.0f}% "
+                  f"{100 * attn / native:8.0f}% {100 * ln / native:8.0f}% {100 * other:7.0f}%   "
+                  f"{100 * rest:22.0f}%")
 
 
 if __name__ == "__main__":

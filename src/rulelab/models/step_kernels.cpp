@@ -79,7 +79,8 @@ typedef void (*vexp_fn)(int n, const float* a, float* r, long long mode);
 // arithmetic is the same.
 #ifdef RL_TIMING
 #include <x86intrin.h>
-static unsigned long long rl_mm_cycles = 0, rl_all_cycles = 0;
+static unsigned long long rl_mm_cycles = 0, rl_all_cycles = 0, rl_attn_cycles = 0,
+                          rl_ln_cycles = 0;
 struct Clock {
   unsigned long long* acc;
   unsigned long long t0;
@@ -220,6 +221,7 @@ void bias_grad(const float* D, int64_t ldd, int64_t m, int64_t R, float* g) {
 // y = LayerNorm(x) over the d features of each row; mean and 1/σ kept per row
 void ln_forward(const float* x, int64_t ldx, float* y, int64_t ldy, float* mean, float* rstd,
                 const float* w, const float* b, int64_t d, int64_t R, float eps) {
+  RL_CLOCK(rl_ln_cycles);
   const float inv = 1.0f / static_cast<float>(d);
   for (int64_t r = 0; r < R; r += LW) {
     vf s = bc(0.0f);
@@ -244,6 +246,7 @@ void ln_forward(const float* x, int64_t ldx, float* y, int64_t ldy, float* mean,
 void ln_backward(const float* x, int64_t ldx, const float* mean, const float* rstd,
                  const float* dy, int64_t lddy, const float* w, int64_t d, int64_t R,
                  float* dx, int64_t lddx, float* dw, float* db, vf* lanes) {
+  RL_CLOCK(rl_ln_cycles);
   const float inv = 1.0f / static_cast<float>(d);
   for (int64_t i = 0; i < 2 * d; ++i) lanes[i] = bc(0.0f);
   for (int64_t r = 0; r < R; r += LW) {
@@ -292,18 +295,6 @@ struct Arena {
 
 inline bool last_block(const Shape& s, int64_t l) { return l == s.L - 1; }
 
-// softmax over the keys for one head, query, block of 16 examples: s[pk] → p[pk] in place
-inline void softmax_keys(vf* s, int64_t T, vexp_fn vexp, long long mode) {
-  vf mx = s[0];
-  for (int64_t j = 1; j < T; ++j) mx = vmaxf(mx, s[j]);
-  for (int64_t j = 0; j < T; ++j) s[j] -= mx;
-  vexp(static_cast<int>(T * LW), reinterpret_cast<float*>(s), reinterpret_cast<float*>(s),
-       mode);
-  vf sum = s[0];
-  for (int64_t j = 1; j < T; ++j) sum += s[j];
-  for (int64_t j = 0; j < T; ++j) s[j] /= sum;
-}
-
 }  // namespace
 
 extern "C" {
@@ -323,14 +314,14 @@ int64_t rl_step_vector_bits() {
 int64_t rl_step_scratch(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T,
                         int64_t k, int64_t Bt) {
   const int64_t R = T * Bt, n = H * dh, pad = 16;
-  int64_t total = d * R + pad;  // embedding
+  int64_t total = d * R + T * T * LW + 2 * pad;  // embedding, a block's scores
   for (int64_t l = 0; l < L; ++l) {
     const int64_t Rq = (l == L - 1 ? 1 : T) * Bt, Tq = l == L - 1 ? 1 : T;
     total += d * R + 2 * R + n * Rq + 2 * n * R + H * Tq * T * Bt + n * Rq + d * Rq + d * Rq +
              2 * Rq + f * Rq + d * Rq + 16 * pad;
   }
   total += d * Bt + 2 * Bt + k * Bt + k * Bt;               // final LayerNorm, logits, dlogits
-  total += 3 * d * R + d * Bt + 4 * n * R + f * R + T * LW + 2 * d * LW + 12 * pad;  // backward
+  total += 3 * d * R + d * Bt + 4 * n * R + f * R + T * T * LW + 2 * d * LW + 12 * pad;
   return total;
 }
 
@@ -352,6 +343,7 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
   for (int64_t b0 = 0; b0 < B; b0 += tile) {
     const int64_t Bt = std::min(tile, (B - b0 + LW - 1) / LW * LW), R = T * Bt;
     Arena ar{scratch};
+    vf* scores = reinterpret_cast<vf*>(ar.take(T * T * LW));  // a block's softmax, [Tq][T]
     // ---- forward ---------------------------------------------------------------------------
     float* x0 = ar.take(d * R);
     for (int64_t p = 0; p < T; ++p)
@@ -389,10 +381,13 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
       }
       A.p = ar.take(H * Tq * T * Bt);
       A.z = ar.take(n * Rq);
-      vf sc[64];
+      {
+      RL_CLOCK(rl_attn_cycles);
       for (int64_t h = 0; h < H; ++h)
-        for (int64_t bv = 0; bv < Bt; bv += LW)
+        for (int64_t bv = 0; bv < Bt; bv += LW) {
+          // every query's scores, less their max, then one exp over them all
           for (int64_t pq = 0; pq < Tq; ++pq) {
+            vf* sc = scores + pq * T;
             for (int64_t pk = 0; pk < T; ++pk) {
               vf c = bc(0.0f);
               for (int64_t j = 0; j < dh; ++j)
@@ -400,7 +395,17 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
                         ld(A.kk + (h * dh + j) * R + pk * Bt + bv), c);
               sc[pk] = c * scale;
             }
-            softmax_keys(sc, T, vexp, mode);
+            vf mx = sc[0];
+            for (int64_t pk = 1; pk < T; ++pk) mx = vmaxf(mx, sc[pk]);
+            for (int64_t pk = 0; pk < T; ++pk) sc[pk] -= mx;
+          }
+          vexp(static_cast<int>(Tq * T * LW), reinterpret_cast<float*>(scores),
+               reinterpret_cast<float*>(scores), mode);
+          for (int64_t pq = 0; pq < Tq; ++pq) {
+            vf* sc = scores + pq * T;
+            vf sum = sc[0];
+            for (int64_t pk = 1; pk < T; ++pk) sum += sc[pk];
+            for (int64_t pk = 0; pk < T; ++pk) sc[pk] /= sum;
             float* pp = A.p + ((h * Tq + pq) * T) * Bt + bv;
             for (int64_t pk = 0; pk < T; ++pk) st(pp + pk * Bt, sc[pk]);
             for (int64_t j = 0; j < dh; ++j) {
@@ -410,6 +415,8 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
               st(A.z + (h * dh + j) * Rq + pq * Bt + bv, c);
             }
           }
+        }
+      }
       A.xm = ar.take(d * Rq);  // x_in + b_O + W_Oᵀ z
       for (int64_t i = 0; i < d; ++i) std::memcpy(A.xm + i * Rq, xin + i * R, Rq * 4);
       gemm(W[B_WO], 1, d, A.z, Rq, A.xm, Rq, d, n, Rq, W[B_BO], true);
@@ -483,7 +490,7 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
     float* dv = ar.take(n * R);
     float* dz = ar.take(n * R);
     float* dhid = ar.take(f * R);
-    vf* dpp = reinterpret_cast<vf*>(ar.take(T * LW));
+    vf* dss = reinterpret_cast<vf*>(ar.take(T * T * LW));  // a block's score gradients
     for (int64_t l = L - 1; l >= 0; --l) {
       const float* const* W = P + P_BLOCK0 + l * B_N;
       float* const* GW = G + P_BLOCK0 + l * B_N;
@@ -512,38 +519,45 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
       bias_grad(dres, Rq, d, Rq, GW[B_BO]);
       gram(dres, Rq, d, A.z, Rq, n, Rq, GW[B_WO], 1, d);
       gemm(W[B_WO], d, 1, dres, Rq, dz, Rq, n, d, Rq, nullptr, false);
-      std::memset(dk, 0, n * R * 4);
-      std::memset(dv, 0, n * R * 4);
+      // per head and block of 16 examples: each query's score gradients ds (and dq), then dk
+      // and dv as sums over the queries in query order (fma chains from 0, in registers)
+      {
+      RL_CLOCK(rl_attn_cycles);
       for (int64_t h = 0; h < H; ++h)
-        for (int64_t bv = 0; bv < Bt; bv += LW)
+        for (int64_t bv = 0; bv < Bt; bv += LW) {
           for (int64_t pq = 0; pq < Tq; ++pq) {
             const float* pp = A.p + ((h * Tq + pq) * T) * Bt + bv;
+            vf* ds = dss + pq * T;
             vf dot = bc(0.0f);
             for (int64_t pk = 0; pk < T; ++pk) {
               vf c = bc(0.0f);
-              for (int64_t j = 0; j < dh; ++j) {
-                vf g = ld(dz + (h * dh + j) * Rq + pq * Bt + bv);
-                c = fma(g, ld(A.v + (h * dh + j) * R + pk * Bt + bv), c);
-              }
-              vf pv = ld(pp + pk * Bt);
-              dpp[pk] = c;
-              dot = fma(pv, c, dot);
-              for (int64_t j = 0; j < dh; ++j) {
-                float* dvp = dv + (h * dh + j) * R + pk * Bt + bv;
-                st(dvp, fma(pv, ld(dz + (h * dh + j) * Rq + pq * Bt + bv), ld(dvp)));
-              }
+              for (int64_t j = 0; j < dh; ++j)
+                c = fma(ld(dz + (h * dh + j) * Rq + pq * Bt + bv),
+                        ld(A.v + (h * dh + j) * R + pk * Bt + bv), c);
+              ds[pk] = c;
+              dot = fma(ld(pp + pk * Bt), c, dot);
             }
-            for (int64_t pk = 0; pk < T; ++pk) dpp[pk] = ld(pp + pk * Bt) * (dpp[pk] - dot) * scale;
+            for (int64_t pk = 0; pk < T; ++pk) ds[pk] = ld(pp + pk * Bt) * (ds[pk] - dot) * scale;
             for (int64_t j = 0; j < dh; ++j) {
-              vf c = bc(0.0f), qv = ld(A.q + (h * dh + j) * Rq + pq * Bt + bv);
-              for (int64_t pk = 0; pk < T; ++pk) {
-                float* kp = dk + (h * dh + j) * R + pk * Bt + bv;
-                c = fma(dpp[pk], ld(A.kk + (h * dh + j) * R + pk * Bt + bv), c);
-                st(kp, fma(dpp[pk], qv, ld(kp)));
-              }
+              vf c = bc(0.0f);
+              for (int64_t pk = 0; pk < T; ++pk)
+                c = fma(ds[pk], ld(A.kk + (h * dh + j) * R + pk * Bt + bv), c);
               st(dq + (h * dh + j) * Rq + pq * Bt + bv, c);
             }
           }
+          for (int64_t pk = 0; pk < T; ++pk)
+            for (int64_t j = 0; j < dh; ++j) {
+              vf cv = bc(0.0f), ck = bc(0.0f);
+              for (int64_t pq = 0; pq < Tq; ++pq) {
+                const float* pp = A.p + ((h * Tq + pq) * T) * Bt + bv;
+                cv = fma(ld(pp + pk * Bt), ld(dz + (h * dh + j) * Rq + pq * Bt + bv), cv);
+                ck = fma(dss[pq * T + pk], ld(A.q + (h * dh + j) * Rq + pq * Bt + bv), ck);
+              }
+              st(dv + (h * dh + j) * R + pk * Bt + bv, cv);
+              st(dk + (h * dh + j) * R + pk * Bt + bv, ck);
+            }
+        }
+      }
       // q, k, v's weights and biases; the gradient at the LayerNorm's output a
       std::memset(dm, 0, d * R * 4);
       for (int64_t h = 0; h < H; ++h) {
@@ -587,11 +601,14 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
 }
 
 #ifdef RL_TIMING
-// cycles in the weight matmuls and in rl_step since the last call, then reset
+// cycles in the weight matmuls, in rl_step, in the attention's core (scores, softmax, values;
+// their backward) and in the LayerNorms since the last call, then reset
 void rl_step_cycles(unsigned long long* out) {
   out[0] = rl_mm_cycles;
   out[1] = rl_all_cycles;
-  rl_mm_cycles = rl_all_cycles = 0;
+  out[2] = rl_attn_cycles;
+  out[3] = rl_ln_cycles;
+  rl_mm_cycles = rl_all_cycles = rl_attn_cycles = rl_ln_cycles = 0;
 }
 unsigned long long rl_rdtsc() { return __rdtsc(); }
 #endif
