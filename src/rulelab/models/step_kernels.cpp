@@ -27,47 +27,60 @@
 #include <immintrin.h>
 #endif
 
-#pragma GCC diagnostic ignored "-Wpsabi"  // 64-byte vectors on AVX2: only inside this file
-typedef float vf __attribute__((vector_size(64)));  // 16 lanes (two halves where 256-bit)
-constexpr int LW = 16;                               // floats per vector
+// The CPU's vectors: 16 floats with AVX-512, else 8. Every sum over rows (a weight's gradient,
+// a bias's, a LayerNorm's affine weights') runs in RL = 16 lanes whatever the width — lane l
+// adds the rows r ≡ l (mod 16) in order, and the lanes are added by one fixed tree — so a build
+// for either width computes the same bits (tests/engine/models/test_tile_step.py).
+#if defined(__AVX512F__)
+typedef float vf __attribute__((vector_size(64)));
+constexpr int LW = 16;
+#else
+typedef float vf __attribute__((vector_size(32)));
+constexpr int LW = 8;
+#endif
+constexpr int RL = 16;       // lanes of every sum over rows
+constexpr int NH = RL / LW;  // vectors holding them
 
 static inline vf ld(const float* p) { vf v; std::memcpy(&v, p, sizeof v); return v; }
 static inline void st(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
-static inline vf bc(float x) { return (vf){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
-static inline vf fma(vf a, vf b, vf c) {  // a·b + c rounded once, on any vector width
+static inline vf bc(float x) {  // every lane x (a broadcast; `vf{} + x` would add a +0.0)
+#if defined(__AVX512F__)
+  return (vf){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+#else
+  return (vf){x, x, x, x, x, x, x, x};
+#endif
+}
+static inline vf fma(vf a, vf b, vf c) {  // a·b + c rounded once
 #if defined(__AVX512F__)
   return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
-#elif defined(__FMA__)  // AVX2: two halves of 8 lanes
-  typedef float h8 __attribute__((vector_size(32)));
-  const h8 lo = (h8)_mm256_fmadd_ps(
-      (__m256)__builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7),
-      (__m256)__builtin_shufflevector(b, b, 0, 1, 2, 3, 4, 5, 6, 7),
-      (__m256)__builtin_shufflevector(c, c, 0, 1, 2, 3, 4, 5, 6, 7));
-  const h8 hi = (h8)_mm256_fmadd_ps(
-      (__m256)__builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15),
-      (__m256)__builtin_shufflevector(b, b, 8, 9, 10, 11, 12, 13, 14, 15),
-      (__m256)__builtin_shufflevector(c, c, 8, 9, 10, 11, 12, 13, 14, 15));
-  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#elif defined(__FMA__)
+  return (vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
 #else  // lane by lane: the C library's fmaf (rounded once, as the FMA units round)
   vf r;
-  for (int l = 0; l < 16; ++l) r[l] = __builtin_fmaf(a[l], b[l], c[l]);
+  for (int l = 0; l < LW; ++l) r[l] = __builtin_fmaf(a[l], b[l], c[l]);
   return r;
 #endif
 }
 // Register blocks of the weight matmuls: outputs × vectors of rows (gemm), outputs × inputs
-// (gram). 32 vector registers hold 8 × 2 and 4 × 4; AVX2's 16 (each vf is two) half that. The
-// blocking never changes a sum's order: the same numbers on either.
+// (gram). AVX-512's 32 vector registers hold 8 × 2 and 4 × 4 sums; AVX2's 16 hold 4 × 2 and
+// 2 × 2 (each of 16 lanes in two vectors). The blocking never changes a sum's order.
 #if defined(__AVX512F__)
 constexpr int GEMM_O = 8, GEMM_V = 2, GRAM_O = 4, GRAM_I = 4;
 #else
-constexpr int GEMM_O = 4, GEMM_V = 1, GRAM_O = 2, GRAM_I = 2;
+constexpr int GEMM_O = 4, GEMM_V = 2, GRAM_O = 2, GRAM_I = 2;
 #endif
-static inline float hsum(vf v) {  // a fixed tree: 16 → 8 → 4 → 2 → 1
+// The sum of 16 lanes held in NH vectors, by a fixed tree: lane j + lane j+8, then j + j+4,
+// j + j+2, j + j+1.
+static inline float sum16(const vf* c) {
   typedef float v8 __attribute__((vector_size(32)));
   typedef float v4 __attribute__((vector_size(16)));
-  v8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
-         __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  v4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+#if defined(__AVX512F__)
+  const v8 a = __builtin_shufflevector(c[0], c[0], 0, 1, 2, 3, 4, 5, 6, 7) +
+               __builtin_shufflevector(c[0], c[0], 8, 9, 10, 11, 12, 13, 14, 15);
+#else
+  const v8 a = c[0] + c[1];
+#endif
+  const v4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
   return (b[0] + b[2]) + (b[1] + b[3]);
 }
 static inline vf vmaxf(vf a, vf b) { return a > b ? a : b; }
@@ -139,8 +152,10 @@ void gemm(const float* A, int64_t ao, int64_t ai, const float* X, int64_t ldx, f
   for (; o < m; ++o) gemm_rows<1>(A, ao, ai, X, ldx, Y, ldy, o, k, R, bias, acc);
 }
 
+#if defined(__AVX512F__)
 // Lanes 0–7 of the result: a's lanes summed pairwise (j + j+8), lanes 8–15: b's. Applied as a
-// tree to 16 vectors, it leaves each one's sum over its lanes in one lane (sums16).
+// tree to 16 vectors, it leaves each one's sum over its lanes in one lane (sums16): sum16's
+// tree, 16 sums at once.
 static inline vf fold(vf a, vf b, int level) {
   switch (level) {
     case 0:
@@ -158,7 +173,7 @@ static inline vf fold(vf a, vf b, int level) {
   }
 }
 
-// lane j of the result: the sum of c[j]'s 16 lanes (a fixed tree of adds)
+// lane j of the result: the sum of c[j]'s 16 lanes (sum16's tree)
 static inline vf sums16(vf* c) {
   vf a[8], b[4], d[2];
   for (int j = 0; j < 8; ++j) a[j] = fold(c[2 * j], c[2 * j + 1], 0);
@@ -166,30 +181,35 @@ static inline vf sums16(vf* c) {
   for (int j = 0; j < 2; ++j) d[j] = fold(b[2 * j], b[2 * j + 1], 2);
   return fold(d[0], d[1], 3);
 }
+#endif
 
-// G[o·go + i·gi] += Σ_r D[o][r] · X[i][r] for o < m, i < k: each tile's sum formed in lanes
-// over the rows in order, then added across the lanes by a fixed tree.
+// G[o·go + i·gi] += Σ_r D[o][r] · X[i][r] for o < m, i < k: each tile's sum formed in 16 lanes
+// over the rows in order, then added across the lanes by sum16's tree.
 template <int MO, int MI>
 inline void gram_block(const float* D, int64_t ldd, const float* X, int64_t ldx, int64_t R,
                        float* G, int64_t go, int64_t gi, int64_t o0, int64_t i0) {
-  vf c[MO * MI];
-  for (int j = 0; j < MO * MI; ++j) c[j] = bc(0.0f);
-  for (int64_t r = 0; r < R; r += LW) {
-    vf x[MI];
-    for (int w = 0; w < MI; ++w) x[w] = ld(X + (i0 + w) * ldx + r);
-    for (int u = 0; u < MO; ++u) {
-      const vf dv = ld(D + (o0 + u) * ldd + r);
-      for (int w = 0; w < MI; ++w) c[u * MI + w] = fma(dv, x[w], c[u * MI + w]);
+  vf c[MO * MI * NH];
+  for (int j = 0; j < MO * MI * NH; ++j) c[j] = bc(0.0f);
+  for (int64_t r = 0; r < R; r += RL)
+    for (int h = 0; h < NH; ++h) {
+      vf x[MI];
+      for (int w = 0; w < MI; ++w) x[w] = ld(X + (i0 + w) * ldx + r + h * LW);
+      for (int u = 0; u < MO; ++u) {
+        const vf dv = ld(D + (o0 + u) * ldd + r + h * LW);
+        for (int w = 0; w < MI; ++w)
+          c[(u * MI + w) * NH + h] = fma(dv, x[w], c[(u * MI + w) * NH + h]);
+      }
     }
-  }
+#if defined(__AVX512F__)
   if constexpr (MO * MI == 16) {
     const vf s = sums16(c);
     for (int u = 0; u < MO; ++u)
       for (int w = 0; w < MI; ++w) G[(o0 + u) * go + (i0 + w) * gi] += s[u * MI + w];
-  } else {
-    for (int u = 0; u < MO; ++u)
-      for (int w = 0; w < MI; ++w) G[(o0 + u) * go + (i0 + w) * gi] += hsum(c[u * MI + w]);
+    return;
   }
+#endif
+  for (int u = 0; u < MO; ++u)
+    for (int w = 0; w < MI; ++w) G[(o0 + u) * go + (i0 + w) * gi] += sum16(c + (u * MI + w) * NH);
 }
 
 void gram(const float* D, int64_t ldd, int64_t m, const float* X, int64_t ldx, int64_t k,
@@ -212,9 +232,11 @@ void gram(const float* D, int64_t ldd, int64_t m, const float* X, int64_t ldx, i
 // g[o] += Σ_r D[o][r]
 void bias_grad(const float* D, int64_t ldd, int64_t m, int64_t R, float* g) {
   for (int64_t o = 0; o < m; ++o) {
-    vf c = bc(0.0f);
-    for (int64_t r = 0; r < R; r += LW) c += ld(D + o * ldd + r);
-    g[o] += hsum(c);
+    vf c[NH];
+    for (int h = 0; h < NH; ++h) c[h] = bc(0.0f);
+    for (int64_t r = 0; r < R; r += RL)
+      for (int h = 0; h < NH; ++h) c[h] += ld(D + o * ldd + r + h * LW);
+    g[o] += sum16(c);
   }
 }
 
@@ -242,22 +264,23 @@ void ln_forward(const float* x, int64_t ldx, float* y, int64_t ldy, float* mean,
 }
 
 // dx += the gradient of LayerNorm at x given dy; dw, db += the affine weights' gradients
-// (lane sums in `lanes`, 2·d vectors, added across lanes at the end)
+// (sums in 16 lanes over the rows, `lanes`: 2·d·NH vectors, added across lanes at the end)
 void ln_backward(const float* x, int64_t ldx, const float* mean, const float* rstd,
                  const float* dy, int64_t lddy, const float* w, int64_t d, int64_t R,
                  float* dx, int64_t lddx, float* dw, float* db, vf* lanes) {
   RL_CLOCK(rl_ln_cycles);
   const float inv = 1.0f / static_cast<float>(d);
-  for (int64_t i = 0; i < 2 * d; ++i) lanes[i] = bc(0.0f);
+  for (int64_t i = 0; i < 2 * d * NH; ++i) lanes[i] = bc(0.0f);
   for (int64_t r = 0; r < R; r += LW) {
+    const int64_t h = (r / LW) % NH;  // which vector of the 16 lanes these rows add into
     vf mu = ld(mean + r), rs = ld(rstd + r), c1 = bc(0.0f), c2 = bc(0.0f);
     for (int64_t i = 0; i < d; ++i) {
       vf xh = (ld(x + i * ldx + r) - mu) * rs, g = ld(dy + i * lddy + r);
       vf gw = g * w[i];
       c1 += gw;
       c2 = fma(gw, xh, c2);
-      lanes[i] = fma(g, xh, lanes[i]);
-      lanes[d + i] += g;
+      lanes[i * NH + h] = fma(g, xh, lanes[i * NH + h]);
+      lanes[(d + i) * NH + h] += g;
     }
     c1 *= inv;
     c2 *= inv;
@@ -267,8 +290,8 @@ void ln_backward(const float* x, int64_t ldx, const float* mean, const float* rs
     }
   }
   for (int64_t i = 0; i < d; ++i) {
-    dw[i] += hsum(lanes[i]);
-    db[i] += hsum(lanes[d + i]);
+    dw[i] += sum16(lanes + i * NH);
+    db[i] += sum16(lanes + (d + i) * NH);
   }
 }
 
@@ -299,14 +322,16 @@ inline bool last_block(const Shape& s, int64_t l) { return l == s.L - 1; }
 
 extern "C" {
 
-// The vector width this build computes in, in bits: 512 with AVX-512, else 256 (AVX2: the
-// same numbers, but GCC spills 16-lane vectors held as two halves — measured 20–40× slower,
-// so the caller trains with engine 10 there: tile_step.unsupported).
+// The vector width this build computes in with fused multiply-adds, in bits: 512 with
+// AVX-512, 256 with AVX2 and FMA (the same numbers either way), 0 where each lane calls the C
+// library's fmaf (the same numbers, many times slower: the caller trains with engine 10).
 int64_t rl_step_vector_bits() {
 #if defined(__AVX512F__)
   return 512;
-#else
+#elif defined(__FMA__)
   return 256;
+#else
+  return 0;
 #endif
 }
 
@@ -321,7 +346,7 @@ int64_t rl_step_scratch(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, 
              2 * Rq + f * Rq + d * Rq + 16 * pad;
   }
   total += d * Bt + 2 * Bt + k * Bt + k * Bt;               // final LayerNorm, logits, dlogits
-  total += 3 * d * R + d * Bt + 4 * n * R + f * R + T * T * LW + 2 * d * LW + 12 * pad;
+  total += 3 * d * R + d * Bt + 4 * n * R + f * R + T * T * LW + 2 * d * RL + 12 * pad;
   return total;
 }
 
@@ -341,7 +366,7 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
   double loss = 0.0;
   BlockActs acts[16];
   for (int64_t b0 = 0; b0 < B; b0 += tile) {
-    const int64_t Bt = std::min(tile, (B - b0 + LW - 1) / LW * LW), R = T * Bt;
+    const int64_t Bt = std::min(tile, (B - b0 + RL - 1) / RL * RL), R = T * Bt;
     Arena ar{scratch};
     vf* scores = reinterpret_cast<vf*>(ar.take(T * T * LW));  // a block's softmax, [Tq][T]
     // ---- forward ---------------------------------------------------------------------------
@@ -472,7 +497,7 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
             (std::exp(logits[c * Bt + b] - mx) / sum - (c == y ? 1.0f : 0.0f)) / denom);
     }
     // ---- backward --------------------------------------------------------------------------
-    vf* lanes = reinterpret_cast<vf*>(ar.take(2 * d * LW));
+    vf* lanes = reinterpret_cast<vf*>(ar.take(2 * d * RL));
     gram(dlog, Bt, k, fl, Bt, d, Bt, GF[F_WU], 1, k);
     bias_grad(dlog, Bt, k, Bt, GF[F_BU]);
     float* dres = ar.take(d * R);  // the gradient at the residual stream, [d][rows]

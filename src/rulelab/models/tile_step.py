@@ -75,8 +75,8 @@ def unsupported(shape) -> str | None:
     why = native_build.why_not(built())
     if why is not None:
         return f"its native kernel did not build: {why}"
-    if built().rl_step_vector_bits() < 512:
-        return "its kernel runs fast with AVX-512 only, and this CPU has none"
+    if built().rl_step_vector_bits() == 0:
+        return "its kernel needs fused multiply-adds in vectors (AVX2 and FMA, or AVX-512)"
     return None if torch_exp() is not None else "PyTorch's exp (MKL) was not found"
 
 

@@ -86,7 +86,9 @@ before engine versions existed carries none and reads as version 1.
   (:func:`rulelab.models.passes.pass_examples`); evaluation runs engine 10's forward. It
   computes fp32, a ReLU MLP (or none) and the cross-entropy: ``--precision bf16`` trains with
   engine 10 (:data:`FP32_ONLY_ENGINES`), as does a GELU model or a machine where its kernel
-  cannot build (one notice); a task with a loss of its own is refused (:data:`STEP_ENGINES`).
+  cannot build or has no vector FMA (one notice); its AVX2 and AVX-512 builds give the same
+  bits (every sum over rows in 16 lanes); a task with a loss of its own is refused
+  (:data:`STEP_ENGINES`).
   Engines 10, 9, 8, 7 and 4 stay computable (``--engine 10`` gives engine 10's numbers); on a
   GPU its eager engine is 4.
 """

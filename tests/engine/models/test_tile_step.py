@@ -152,7 +152,8 @@ def test_what_it_cannot_run_is_named():
 
 def test_an_avx2_build_gives_the_avx512_builds_bits(tmp_path):
     """The blocking and the vector width never change a sum's order: the kernel built for AVX2
-    (two halves per 16-lane vector) computes the same bits, here on one CPU and one exp."""
+    (8-lane vectors, every sum over rows still in 16 lanes) computes the same bits, here on one
+    CPU and one exp."""
     if tile_step.native().rl_step_vector_bits() < 512:
         pytest.skip("this build is not AVX-512's")
     so = tmp_path / "step_avx2.so"
@@ -164,11 +165,11 @@ def test_an_avx2_build_gives_the_avx512_builds_bits(tmp_path):
     assert avx2.rl_step_vector_bits() == 256
     shape = _shape(seq_len=4, d_model=16, d_mlp=24)
     model = _model(shape)
-    x, y = _data(shape, 2, 40)
-    wide = _grads(model, tile_step.step_loss, x, y, 40.0)
+    x, y = _data(shape, 2, 70)  # a tile of 48 and one of 32 (22 examples, padded)
+    wide = _grads(model, tile_step.step_loss, x, y, 70.0)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tile_step, "native", lambda: avx2)
-        narrow = _grads(model, tile_step.step_loss, x, y, 40.0)
+        narrow = _grads(model, tile_step.step_loss, x, y, 70.0)
     assert torch.equal(wide[0], narrow[0])
     for n, g in wide[1].items():
         assert torch.equal(g, narrow[1][n]), n
