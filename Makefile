@@ -31,13 +31,14 @@ lint: setup-test
 
 # Benchmarks (DESIGN §6, issue 13), on an idle machine: the machine first (CPU, extensions,
 # measured peaks), then every ratio — rulelab vs a naive loop in-process (fp32, bf16 where
-# native), where a step's time goes, the whole command vs a plain script and vs its training
+# native), where a step's time goes (engine 10's parts, engine 11's split), the whole command vs a plain script and vs its training
 # alone, study M's ensemble vs single runs and its roofline, tracking overhead.
 bench: setup
 	$(BIN)/python bench/machine.py
 	$(BIN)/python bench/train_throughput.py
 	$(BIN)/python bench/step_parts.py
 	$(BIN)/python bench/step_parts.py --size ladder
+	$(BIN)/python bench/tile_profile.py
 	$(BIN)/python bench/native_pieces.py --size ladder
 	$(BIN)/python bench/cold_kernels.py
 	$(BIN)/python bench/command_throughput.py

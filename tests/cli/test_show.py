@@ -75,8 +75,9 @@ def test_show_prints_the_run_its_config_summary_curves_and_files(lab, capsys, mo
     assert f"  final checkpoint · weight snapshots: epochs {snaps}" in lines
     state = loaded.lab.load_checkpoint(rid)  # what else fixed its numbers: pass, precision, CPU
     step = min(state["micro_batch"], state["step_examples"])
-    assert f"  numerics: steps summed in passes of {step:,} · fp32 · on a {cpu_kernels()} CPU " \
-           "from epoch 0" in lines
+    tile = f", tiles of {state['tile']}" if state.get("tile") else ""  # engine 11's
+    assert f"  numerics: steps summed in passes of {step:,}{tile} · fp32 · on a {cpu_kernels()} " \
+           "CPU from epoch 0" in lines
     assert "  analyses: none" in lines
 
 
@@ -100,6 +101,8 @@ def test_show_reads_the_numerics_from_the_checkpoint(lab, capsys, monkeypatch):
         "0, then a GenuineIntel AVX512 CPU from epoch 7")
     assert numerics_line(Held({"micro_batch": 128, "step_examples": 2048}), "r") == \
         "numerics: steps summed in passes of 128"
+    assert numerics_line(Held({"micro_batch": 4096, "step_examples": 2048, "tile": 48}), "r") == \
+        "numerics: steps summed in passes of 2,048, tiles of 48"
     assert numerics_line(Held({}), "r") is None and numerics_line(Held(None), "r") is None
     loaded = rulelab.load(lab)
     rid = loaded.where("layers == 1 and seed == 0").index[0]

@@ -156,7 +156,8 @@ def sheet(lab, record: dict, row: pd.Series, summary: list[str], metrics: pd.Dat
 
 def numerics_line(lab, run_id: str) -> str | None:
     """What else fixed a run's numbers, from its checkpoint: the examples per member a step was
-    summed in (``store.version.recorded_pass``), the precision, and the kind of CPU each
+    summed in (``store.version.recorded_pass``) and, under engine 11, the tile each pass ran
+    in, the precision, and the kind of CPU each
     stretch of epochs ran on (``hardware.cpu_kernels``: bitwise the same only on one kind);
     None where the checkpoint cannot be read (the driver's own check says why) or records none
     of them."""
@@ -171,7 +172,9 @@ def numerics_line(lab, run_id: str) -> str | None:
         return None
     parts = []
     if (examples := recorded_pass(state)) is not None:
-        parts.append(f"steps summed in passes of {examples:,}")
+        tile = state.get("tile")
+        parts.append(f"steps summed in passes of {examples:,}"
+                     + (f", tiles of {tile}" if tile else ""))
     if state.get("precision"):
         parts.append(str(state["precision"]))
     if cpus := state.get("cpus"):

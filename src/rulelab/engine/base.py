@@ -87,8 +87,10 @@ class EnsembleTrainerBase(ABC):
         # the model's own step under an engine where the model computes it (engine 11).
         self.step_loss = (compile_step(self.model, self.loss, self.n_members)
                           if self.engine_version == COMPILED_ENGINE else self.loss)
+        self.tile = None  # examples per tile where the model's own step runs in tiles
         if self.engine_version in STEP_ENGINES:
             self.step_loss = self._model_step()
+            self.tile = self.model.step_tile()
         self.opt = self.build_optimizer()
         # Minibatch order: one generator per member, independent of the ensemble it sits in.
         self.generators = [torch.Generator().manual_seed(stream_seed(c.seed, 7))
@@ -285,6 +287,7 @@ class EnsembleTrainerBase(ABC):
             "micro_batch": self.micro_batch,
             "step_examples": self.step_examples,
             "precision": self.options.precision,  # store.version.precision_refusal
+            "tile": self.tile,  # fixed by the shape and the engine version: shown, not judged
             "cpus": [list(p) for p in self.cpus[e]],  # hardware.cpu_kernels, per stretch
         }
 

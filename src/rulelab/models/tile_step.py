@@ -132,6 +132,12 @@ def _addresses(tensors: list[torch.Tensor | None], e: int):
     return arr
 
 
+def _check_range(t: torch.Tensor, n: int, what: str) -> None:
+    """IndexError unless every entry of ``t`` lies in ``[0, n)`` (as PyTorch's own ops raise)."""
+    if t.numel() and (int(t.min()) < 0 or int(t.max()) >= n):
+        raise IndexError(f"{what} ids must lie in [0, {n}): got {int(t.min())}…{int(t.max())}")
+
+
 class TileStep(torch.autograd.Function):
     """``x [E, B, n]`` tokens, ``y [E, B]`` labels, ``denom`` and the model's parameters
     (:func:`parameters`, present ones) → the ``[E]`` losses (cross-entropy sums / ``denom``).
@@ -148,6 +154,8 @@ class TileStep(torch.autograd.Function):
         x = x.to(torch.int64).contiguous()
         y = y.to(torch.int64).contiguous()
         E, B = x.shape[:2]
+        _check_range(x, shape.vocab, "token")  # the kernel reads rows by them: never unchecked
+        _check_range(y, shape.label_mod, "label")
         scratch = torch.empty(_scratch_floats(lib, shape, tile))
         ln = int(model.ln_final is not None)
         eps = model.ln_final.eps if ln else 1e-5

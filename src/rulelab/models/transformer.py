@@ -150,6 +150,10 @@ class EnsembleTransformer(HookedEnsemble):
             return tile_step.reference_loss(self, x, y, denom)
         return tile_step.step_loss(self, x, y, denom)
 
+    def step_tile(self) -> int:
+        """Examples per tile of engine 11's step for this shape (recorded in checkpoints)."""
+        return tile_step.tile_examples(self.cfg)
+
     def step_unsupported(self, settings) -> str | None:
         """Why engine 11 cannot train this model under ``settings`` (its shape, the
         precision, the kernel), or None."""

@@ -173,3 +173,15 @@ def test_an_avx2_build_gives_the_avx512_builds_bits(tmp_path):
     assert torch.equal(wide[0], narrow[0])
     for n, g in wide[1].items():
         assert torch.equal(g, narrow[1][n]), n
+
+
+def test_ids_out_of_range_are_refused_before_the_kernel_reads_them():
+    shape = SHAPES["2L, the ladder's 2k widths"]
+    model = _model(shape)
+    x, y = _data(shape, 2, 20)
+    bad_x = x.clone()
+    bad_x[1, 3, 2] = shape.vocab  # the CLS id is no input token
+    with pytest.raises(IndexError, match=r"token ids must lie in \[0, 13\)"):
+        tile_step.step_loss(model, bad_x, y, 20.0)
+    with pytest.raises(IndexError, match=r"label ids must lie in \[0, 2\)"):
+        tile_step.step_loss(model, x, y - 1, 20.0)

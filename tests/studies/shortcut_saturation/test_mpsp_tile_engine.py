@@ -55,6 +55,7 @@ def test_a_member_equals_its_solo_run_and_the_engine_is_recorded():
     ens = _fit(configs, ELEVEN)
     assert ens.engine_version == TILE_ENGINE
     assert ens.member_state(1)["engine_version"] == TILE_ENGINE
+    assert ens.member_state(1)["tile"] == tile_step.tile_examples(ens.model.cfg) == 48
     for e in (0, 2):
         alone = _fit([configs[e]], ELEVEN)
         for name, p in _params(alone).items():
