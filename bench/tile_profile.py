@@ -9,13 +9,16 @@ examples, at the scale ladder's widths and the paper's, on one thread. Prints pe
 step's milliseconds; the shares of the native step taken by the weight matmuls, the attention's
 core (scores, softmax, values and their backward), the LayerNorms and the rest (embedding,
 bias gradients, ReLU, residual copies, the loss); and the share of the whole step (Python, the
-gradient buffers, autograd's accumulation included) outside the matmuls.
+gradient buffers, autograd's accumulation included) outside the matmuls. Where the kernel
+multiplies bf16 (AVX-512-BF16: ``--precision bf16``), each width is timed in both precisions,
+alternating, and the fp32/bf16 speed ratio printed.
 
     python bench/tile_profile.py
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import statistics
 import subprocess
@@ -61,35 +64,45 @@ def main() -> None:
         tile_step.native = lambda: lib  # the trainer's path, on the timing build
         cycles = (ctypes.c_ulonglong * 4)()
         hz = tsc_hz(lib)
+        precisions = ("fp32", "bf16") if lib.rl_step_bf16() == 1 else ("fp32",)
         print(f"engine 11, one full-batch step of {N} examples × {E} members, 1 thread")
-        print(f"{'width':<16} {'ms/member':>9} {'matmuls':>8} {'attention':>9} {'LayerNorm':>9} "
-              f"{'the rest':>8}   {'non-matmul / whole step':>23}")
+        print(f"{'width':<16} {'':>4} {'ms/member':>9} {'matmuls':>8} {'attention':>9} "
+              f"{'LayerNorm':>9} {'the rest':>8}   {'non-matmul / whole step':>23}")
         for name, (d, f) in WIDTHS.items():
             cfg = MPSPRunConfig(layers=2, heads=2, d_model=d, d_mlp=f, seq_len=10, vocab=64)
             model = EnsembleTransformer(cfg, E).init_weights(list(range(E)))
             x, y = torch.randint(0, 64, (E, N, 10)), torch.randint(0, 2, (E, N))
 
-            def step(model=model, x=x, y=y) -> None:
+            def step(bf16: bool, model=model, x=x, y=y) -> None:
                 model.zero_grad()
-                tile_step.step_loss(model, x, y, float(N)).sum().backward()
+                with (torch.autocast("cpu", dtype=torch.bfloat16) if bf16
+                      else contextlib.nullcontext()):
+                    tile_step.step_loss(model, x, y, float(N)).sum().backward()
 
-            step()
+            walls = {p: [] for p in precisions}
+            counts = {p: [0, 0, 0, 0] for p in precisions}  # matmuls, native, attention, LN
+            for p in precisions:
+                step(p == "bf16")
             lib.rl_step_cycles(cycles)
-            walls, mm, native, attn, ln = [], 0, 0, 0, 0
-            for _ in range(5):
-                t = time.perf_counter()
-                step()
-                walls.append(time.perf_counter() - t)
-                lib.rl_step_cycles(cycles)
-                mm, native = mm + cycles[0], native + cycles[1]
-                attn, ln = attn + cycles[2], ln + cycles[3]
-            wall = statistics.median(walls)
-            share = mm / native  # of the native step
-            rest = 1 - mm / hz / sum(walls)  # of the whole step, Python and autograd included
-            other = 1 - share - (attn + ln) / native
-            print(f"{name:<16} {wall * 1e3 / E:9.1f} {100 * share:7.0f}% "
-                  f"{100 * attn / native:8.0f}% {100 * ln / native:8.0f}% {100 * other:7.0f}%   "
-                  f"{100 * rest:22.0f}%")
+            for _ in range(5):  # the precisions alternating
+                for p in precisions:
+                    t = time.perf_counter()
+                    step(p == "bf16")
+                    walls[p].append(time.perf_counter() - t)
+                    lib.rl_step_cycles(cycles)
+                    counts[p] = [a + b for a, b in zip(counts[p], cycles, strict=True)]
+            for p in precisions:
+                mm, native, attn, ln = counts[p]
+                wall = statistics.median(walls[p])
+                share = mm / native  # of the native step
+                rest = 1 - mm / hz / sum(walls[p])  # of the whole step, Python and autograd in
+                other = 1 - share - (attn + ln) / native
+                print(f"{name:<16} {p:>4} {wall * 1e3 / E:9.1f} {100 * share:7.0f}% "
+                      f"{100 * attn / native:8.0f}% {100 * ln / native:8.0f}% "
+                      f"{100 * other:7.0f}%   {100 * rest:22.0f}%")
+            if len(precisions) == 2:
+                ratio = statistics.median(walls["fp32"]) / statistics.median(walls["bf16"])
+                print(f"{'':<16} bf16 is {ratio:.2f}× fp32's speed")
 
 
 if __name__ == "__main__":

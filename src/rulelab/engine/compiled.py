@@ -35,6 +35,7 @@ import warnings
 import torch
 
 from rulelab.errors import UserError
+from rulelab.hardware import cpu_info
 from rulelab.settings import DEFAULT_MICRO_BATCH
 from rulelab.store.version import (
     COMPILED_ENGINE,
@@ -43,6 +44,7 @@ from rulelab.store.version import (
     ENGINES,
     FP32_ONLY_ENGINES,
     KEPT_ENGINES,
+    computes_precision,
 )
 from rulelab.study_registry import tasks
 
@@ -99,14 +101,18 @@ def engine_in_use(settings, config=None) -> int:
     [settings.engine]`` (a :class:`~rulelab.errors.UserError` naming the allowed ones where
     it offers no such engine). The compiled engine falls back to the eager one where
     :func:`compile_unavailable`; the eager engine, where it computes in fp32 only, to the one
-    it names for another ``--precision`` (:data:`~rulelab.store.version.FP32_ONLY_ENGINES`)."""
+    it names for another ``--precision`` (:data:`~rulelab.store.version.FP32_ONLY_ENGINES`;
+    engine 11 computes bf16 itself where the CPU has AVX-512-BF16:
+    :func:`~rulelab.store.version.computes_precision`)."""
     offered = engines_for(config, settings.device)
     if settings.engine not in offered:
         task = getattr(config, "task", "these")
         raise UserError(f"--engine: {settings.engine} is not allowed for {task} runs on "
                         f"{settings.device}; allowed: {', '.join(offered)}")
     eager = offered["eager"]
-    if settings.precision != "fp32":
+    on_cpu = torch.device(settings.device).type == "cpu"
+    if not computes_precision(eager, settings.precision, cpu_info().flags if on_cpu else
+                              frozenset()):
         eager = FP32_ONLY_ENGINES.get(eager, eager)
     version = eager if settings.engine == "eager" else offered[settings.engine]
     if version != COMPILED_ENGINE:

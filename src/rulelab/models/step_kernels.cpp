@@ -240,6 +240,239 @@ void bias_grad(const float* D, int64_t ldd, int64_t m, int64_t R, float* g) {
   }
 }
 
+// ---- bf16 operands (--precision bf16; AVX-512-BF16 builds only) -----------------------------
+// A weight matmul in bf16 takes both operands rounded to bf16 (to nearest even, as
+// VCVTNE2PS2BF16 rounds) and sums their products in fp32: VDPBF16PS adds two products to each
+// of 16 fp32 lanes, the pair's high half first, each sum rounded (products of two bf16 are exact
+// in fp32), denormals flushed. A product's input is held as feature pairs, word = bf16(x[i]) << 16
+// | bf16(x[i+1]), so its sum over the features runs i, i+1, … as the fp32 chain does; a gram's
+// operands as rows of bf16, where lane j sums rows 2j+1, 2j of every block of 32 (zero past R).
+// Everything else (attention's core, LayerNorm, the loss, biases, Adam) stays fp32.
+#if defined(__AVX512BF16__)
+constexpr bool BF16_BUILD = true;
+alignas(64) static const uint16_t PAIR_ORDER[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21,
+                                                    6, 22, 7, 23, 8, 24, 9, 25, 10, 26, 11, 27,
+                                                    12, 28, 13, 29, 14, 30, 15, 31};
+// 16 words, lane j = bf16(hi[j]) << 16 | bf16(lo[j])
+static inline __m512i pair_words(__m512 hi, __m512 lo) {
+  const __m512i halves = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);  // 0–15: lo's, 16–31: hi's
+  return _mm512_permutexvar_epi16(_mm512_load_si512(PAIR_ORDER), halves);
+}
+static inline uint32_t pair_word(float hi, float lo) {
+  return static_cast<uint32_t>(
+      _mm_cvtsi128_si32(_mm512_castsi512_si128(pair_words(_mm512_set1_ps(hi), _mm512_set1_ps(lo)))));
+}
+
+// P[j][r] = the pair (X[2j][r], X[2j+1][r]) for r < R, j < ⌈k/2⌉ (0 past k), rows ldx apart
+void to_pairs(const float* X, int64_t ldx, int64_t k, int64_t R, uint32_t* P) {
+  for (int64_t j = 0; 2 * j < k; ++j) {
+    const float* hi = X + 2 * j * ldx;
+    const float* lo = 2 * j + 1 < k ? hi + ldx : nullptr;
+    for (int64_t r = 0; r < R; r += 16)
+      _mm512_storeu_si512(P + j * ldx + r, pair_words(_mm512_loadu_ps(hi + r),
+                                                      lo ? _mm512_loadu_ps(lo + r) : _mm512_setzero_ps()));
+  }
+}
+
+// Q[i][r] = bf16(X[i][r]) for r < R, 0 for R ≤ r < ldq (a multiple of 32)
+void to_rows(const float* X, int64_t ldx, int64_t k, int64_t R, uint16_t* Q, int64_t ldq) {
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t r = 0; r < ldq; r += 32) {
+      const __m512 lo = r < R ? _mm512_loadu_ps(X + i * ldx + r) : _mm512_setzero_ps();
+      const __m512 hi = r + 16 < R ? _mm512_loadu_ps(X + i * ldx + r + 16) : _mm512_setzero_ps();
+      _mm512_storeu_si512(Q + i * ldq + r, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+}
+
+// gemm's sum with feature pairs: Y[o][r] = (acc ? Y : 0) + bias[o] + Σ_j Ap[o][j] · X[j][r]
+template <int MO, int NV>
+inline void gemm_bf16_block(const uint32_t* Ap, int64_t kp, const uint32_t* X, int64_t ldx,
+                            float* Y, int64_t ldy, int64_t o0, int64_t r, const float* bias,
+                            bool acc) {
+  __m512 c[MO][NV];
+  for (int u = 0; u < MO; ++u) {
+    const float b0 = bias ? bias[o0 + u] : 0.0f;
+    for (int w = 0; w < NV; ++w)
+      c[u][w] = (__m512)((acc ? ld(Y + (o0 + u) * ldy + r + w * LW) : bc(0.0f)) + b0);
+  }
+  for (int64_t j = 0; j < kp; ++j) {
+    __m512bh x[NV];
+    for (int w = 0; w < NV; ++w) x[w] = (__m512bh)_mm512_loadu_si512(X + j * ldx + r + w * LW);
+    for (int u = 0; u < MO; ++u) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(Ap[(o0 + u) * kp + j]));
+      for (int w = 0; w < NV; ++w) c[u][w] = _mm512_dpbf16_ps(c[u][w], a, x[w]);
+    }
+  }
+  for (int u = 0; u < MO; ++u)
+    for (int w = 0; w < NV; ++w) st(Y + (o0 + u) * ldy + r + w * LW, (vf)c[u][w]);
+}
+
+template <int MO>
+inline void gemm_bf16_rows(const uint32_t* Ap, int64_t kp, const uint32_t* X, int64_t ldx,
+                           float* Y, int64_t ldy, int64_t o0, int64_t R, const float* bias,
+                           bool acc) {
+  int64_t r = 0;
+  for (; r + GEMM_V * LW <= R; r += GEMM_V * LW)
+    gemm_bf16_block<MO, GEMM_V>(Ap, kp, X, ldx, Y, ldy, o0, r, bias, acc);
+  for (; r < R; r += LW) gemm_bf16_block<MO, 1>(Ap, kp, X, ldx, Y, ldy, o0, r, bias, acc);
+}
+
+void gemm_bf16(const uint32_t* Ap, int64_t kp, const uint32_t* X, int64_t ldx, float* Y,
+               int64_t ldy, int64_t m, int64_t R, const float* bias, bool acc) {
+  RL_CLOCK(rl_mm_cycles);
+  int64_t o = 0;
+  for (; o + GEMM_O <= m; o += GEMM_O)
+    gemm_bf16_rows<GEMM_O>(Ap, kp, X, ldx, Y, ldy, o, R, bias, acc);
+  for (; o + 4 <= m; o += 4) gemm_bf16_rows<4>(Ap, kp, X, ldx, Y, ldy, o, R, bias, acc);
+  for (; o < m; ++o) gemm_bf16_rows<1>(Ap, kp, X, ldx, Y, ldy, o, R, bias, acc);
+}
+
+// gram's sum with rows of bf16: G[o·go + i·gi] += Σ_r D[o][r] · X[i][r], r < R (a multiple of
+// 32), in 16 lanes, added across them by sum16's tree
+template <int MO, int MI>
+inline void gram_bf16_block(const uint16_t* D, int64_t ldd, const uint16_t* X, int64_t ldx,
+                            int64_t R, float* G, int64_t go, int64_t gi, int64_t o0, int64_t i0) {
+  __m512 c[MO * MI];
+  for (int j = 0; j < MO * MI; ++j) c[j] = _mm512_setzero_ps();
+  for (int64_t r = 0; r < R; r += 32) {
+    __m512bh x[MI];
+    for (int w = 0; w < MI; ++w) x[w] = (__m512bh)_mm512_loadu_si512(X + (i0 + w) * ldx + r);
+    for (int u = 0; u < MO; ++u) {
+      const __m512bh dv = (__m512bh)_mm512_loadu_si512(D + (o0 + u) * ldd + r);
+      for (int w = 0; w < MI; ++w) c[u * MI + w] = _mm512_dpbf16_ps(c[u * MI + w], dv, x[w]);
+    }
+  }
+  vf s[MO * MI];
+  for (int j = 0; j < MO * MI; ++j) s[j] = (vf)c[j];
+  if constexpr (MO * MI == 16) {
+    const vf t = sums16(s);
+    for (int u = 0; u < MO; ++u)
+      for (int w = 0; w < MI; ++w) G[(o0 + u) * go + (i0 + w) * gi] += t[u * MI + w];
+  } else {
+    for (int u = 0; u < MO; ++u)
+      for (int w = 0; w < MI; ++w) G[(o0 + u) * go + (i0 + w) * gi] += sum16(s + u * MI + w);
+  }
+}
+
+void gram_bf16(const uint16_t* D, int64_t ldd, int64_t m, const uint16_t* X, int64_t ldx,
+               int64_t k, int64_t R, float* G, int64_t go, int64_t gi) {
+  RL_CLOCK(rl_mm_cycles);
+  int64_t o = 0;
+  for (; o + GRAM_O <= m; o += GRAM_O) {
+    int64_t i = 0;
+    for (; i + GRAM_I <= k; i += GRAM_I)
+      gram_bf16_block<GRAM_O, GRAM_I>(D, ldd, X, ldx, R, G, go, gi, o, i);
+    for (; i < k; ++i) gram_bf16_block<GRAM_O, 1>(D, ldd, X, ldx, R, G, go, gi, o, i);
+  }
+  for (; o < m; ++o) {
+    int64_t i = 0;
+    for (; i + GRAM_I <= k; i += GRAM_I)
+      gram_bf16_block<1, GRAM_I>(D, ldd, X, ldx, R, G, go, gi, o, i);
+    for (; i < k; ++i) gram_bf16_block<1, 1>(D, ldd, X, ldx, R, G, go, gi, o, i);
+  }
+}
+#else
+constexpr bool BF16_BUILD = false;
+#endif
+
+inline int64_t round32(int64_t n) { return (n + 31) / 32 * 32; }
+
+// An operand of a weight matmul as the matmul reads it, rows `ld` elements apart: fp32 rows;
+// in bf16, a product's input as feature pairs or a gram's as rows of bf16 (ld a multiple of 32)
+struct Op {
+  const void* p;
+  int64_t ld;
+};
+
+// A weight as a product's A, A[o][i] = a[o·ao + i·ai]; in bf16 also its pairs [m][⌈k/2⌉]
+// (word j of row o: A[o][2j], A[o][2j+1], 0 past k)
+struct Weight {
+  const float* a;
+  int64_t ao, ai;
+  const uint32_t* pairs;
+};
+
+// Scratch handed out in order, each piece a whole number of 64-byte lines
+struct Arena {
+  float* at;
+  float* take(int64_t n) { float* p = at; at += (n + 15) / 16 * 16; return p; }
+  uint16_t* take_halves(int64_t n) { return reinterpret_cast<uint16_t*>(take((n + 1) / 2)); }
+  uint32_t* take_words(int64_t n) { return reinterpret_cast<uint32_t*>(take(n)); }
+};
+
+// The weight matmuls of a step in its precision: fp32 (gemm, gram) or bf16 (their bf16 forms
+// on operands converted as each call needs them)
+struct MatMul {
+  bool bf16;
+  // the weight as a product's A; in bf16 its pairs packed from `ar`
+  Weight weight(const float* a, int64_t ao, int64_t ai, int64_t m, int64_t k, Arena& ar) const {
+    Weight w{a, ao, ai, nullptr};
+#if defined(__AVX512BF16__)
+    if (bf16) {
+      const int64_t kp = (k + 1) / 2;
+      uint32_t* out = ar.take_words(m * kp);
+      for (int64_t o = 0; o < m; ++o)
+        for (int64_t j = 0; j < kp; ++j)
+          out[o * kp + j] = pair_word(a[o * ao + 2 * j * ai],
+                                      2 * j + 1 < k ? a[o * ao + (2 * j + 1) * ai] : 0.0f);
+      w.pairs = out;
+    }
+#else
+    (void)m, (void)k, (void)ar;
+#endif
+    return w;
+  }
+  // X [k][R] (rows ldx apart) as a product's input; in bf16 converted into `buf`
+  Op input(const float* X, int64_t ldx, int64_t k, int64_t R, uint32_t* buf) const {
+#if defined(__AVX512BF16__)
+    if (bf16) {
+      to_pairs(X, ldx, k, R, buf);
+      return {buf, ldx};
+    }
+#else
+    (void)k, (void)R, (void)buf;
+#endif
+    return {X, ldx};
+  }
+  // X [k][R] as a gram's operand; in bf16 converted into `buf` (k·round32(R) halves)
+  Op rows(const float* X, int64_t ldx, int64_t k, int64_t R, uint16_t* buf) const {
+#if defined(__AVX512BF16__)
+    if (bf16) {
+      to_rows(X, ldx, k, R, buf, round32(R));
+      return {buf, round32(R)};
+    }
+#else
+    (void)k, (void)R, (void)buf;
+#endif
+    return {X, ldx};
+  }
+  // Y[o][r] = (acc ? Y[o][r] : 0) + bias[o] + Σ_i A[o][i] · X[i][r], o < m, i < k, r < R
+  void product(const Weight& w, Op x, float* Y, int64_t ldy, int64_t m, int64_t k, int64_t R,
+               const float* bias, bool acc) const {
+#if defined(__AVX512BF16__)
+    if (bf16) {
+      gemm_bf16(w.pairs, (k + 1) / 2, static_cast<const uint32_t*>(x.p), x.ld, Y, ldy, m, R,
+                bias, acc);
+      return;
+    }
+#endif
+    gemm(w.a, w.ao, w.ai, static_cast<const float*>(x.p), x.ld, Y, ldy, m, k, R, bias, acc);
+  }
+  // G[o·go + i·gi] += Σ_r D[o][r] · X[i][r], o < m, i < k, r < R
+  void gram(Op D, int64_t m, Op X, int64_t k, int64_t R, float* G, int64_t go,
+            int64_t gi) const {
+#if defined(__AVX512BF16__)
+    if (bf16) {
+      gram_bf16(static_cast<const uint16_t*>(D.p), D.ld, m, static_cast<const uint16_t*>(X.p),
+                X.ld, k, round32(R), G, go, gi);
+      return;
+    }
+#endif
+    ::gram(static_cast<const float*>(D.p), D.ld, m, static_cast<const float*>(X.p), X.ld, k, R,
+           G, go, gi);
+  }
+};
+
 // y = LayerNorm(x) over the d features of each row; mean and 1/σ kept per row
 void ln_forward(const float* x, int64_t ldx, float* y, int64_t ldy, float* mean, float* rstd,
                 const float* w, const float* b, int64_t d, int64_t R, float eps) {
@@ -295,6 +528,8 @@ void ln_backward(const float* x, int64_t ldx, const float* mean, const float* rs
   }
 }
 
+constexpr int64_t MAX_HEADS = 16, MAX_LAYERS = 16;  // tile_step.py's MAX_HEADS, MAX_LAYERS
+
 struct Shape {
   int64_t L, H, dh, d, f, T, V, k, Bt;
   int64_t ln;
@@ -309,11 +544,13 @@ enum { F_LNW, F_LNB, F_WU, F_BU };
 
 struct BlockActs {  // one block's activations of a tile (Tq query positions)
   float *xin, *a, *mean1, *rstd1, *q, *kk, *v, *p, *z, *xm, *m, *mean2, *rstd2, *hid, *xo;
+  Op ga, gz, gm, ghid;  // a, z, m and hid as the weight gradients' grams read them
 };
 
-struct Arena {
-  float* at;
-  float* take(int64_t n) { float* p = at; at += (n + 15) / 16 * 16; return p; }
+// One block's weights as products' A: each forward, and transposed (_t) for the backward's
+// input gradients. qkv[0–2][h]: head h's W_Q, W_K, W_V.
+struct BlockWeights {
+  Weight qkv[3][MAX_HEADS], qkv_t[3][MAX_HEADS], o, o_t, in, in_t, out, out_t;
 };
 
 inline bool last_block(const Shape& s, int64_t l) { return l == s.L - 1; }
@@ -335,9 +572,13 @@ int64_t rl_step_vector_bits() {
 #endif
 }
 
-// Floats of scratch one tile needs (rl_step's `scratch`).
+// Whether this build computes bf16 weight matmuls (AVX-512-BF16): rl_step's `bf16`.
+int64_t rl_step_bf16() { return BF16_BUILD ? 1 : 0; }
+
+// Floats of scratch rl_step needs: one tile's, and in bf16 (`bf16` ≠ 0) the weights' pairs and
+// the bf16 forms of a tile's matmul operands.
 int64_t rl_step_scratch(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T,
-                        int64_t k, int64_t Bt) {
+                        int64_t k, int64_t Bt, int64_t bf16) {
   const int64_t R = T * Bt, n = H * dh, pad = 16;
   int64_t total = d * R + T * T * LW + 2 * pad;  // embedding, a block's scores
   for (int64_t l = 0; l < L; ++l) {
@@ -347,6 +588,21 @@ int64_t rl_step_scratch(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, 
   }
   total += d * Bt + 2 * Bt + k * Bt + k * Bt;               // final LayerNorm, logits, dlogits
   total += 3 * d * R + d * Bt + 4 * n * R + f * R + T * T * LW + 2 * d * RL + 12 * pad;
+  if (bf16) {
+    auto pairs = [](int64_t m, int64_t kk) { return m * ((kk + 1) / 2) + 16; };
+    const int64_t dp = (dh + 1) / 2;
+    // weights: q, k, v per head both ways; W_O, W_in, W_out both ways; W_U both ways
+    total += L * (3 * H * (pairs(dh, d) + pairs(d, dh)) + pairs(d, n) + pairs(n, d) +
+                  pairs(f, d) + pairs(d, f) + pairs(d, f) + pairs(f, d)) +
+             pairs(k, d) + pairs(d, k);
+    const int64_t R32 = round32(R), widest = std::max({d, n, f, k, 2 * dp});
+    for (int64_t l = 0; l < L; ++l) {  // a, z, m, hid kept as rows of bf16 for the grams
+      const int64_t Rq32 = round32((l == L - 1 ? 1 : T) * Bt);
+      total += (d * R32 + (n + d + f) * Rq32) / 2 + 4 * pad;
+    }
+    total += d * round32(Bt) / 2 + pad;                    // the final LayerNorm's output
+    total += (widest + 1) / 2 * R + widest * R32 / 2 + 2 * pad;  // a product's input, a gram's
+  }
   return total;
 }
 
@@ -358,16 +614,49 @@ int64_t rl_step_scratch(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, 
 double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T, int64_t V,
                int64_t k, int64_t tile, int64_t ln, float eps, const float* const* P,
                float* const* G, const int64_t* tok, const int64_t* lab, int64_t B, double denom,
-               float* scratch, vexp_fn vexp, long long mode) {
+               float* scratch, vexp_fn vexp, long long mode, int64_t bf16) {
   RL_CLOCK(rl_all_cycles);
   const Shape s{L, H, dh, d, f, T, V, k, tile, ln, eps};
   const int64_t n = H * dh, n_in = T - 1;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   double loss = 0.0;
-  BlockActs acts[16];
+  if ((bf16 && !BF16_BUILD) || H > MAX_HEADS || L > MAX_LAYERS) return std::nan("");
+  const MatMul mm{bf16 != 0};
+  // the weights as the products read them (in bf16: their pairs, packed once per call)
+  Arena wa{scratch};
+  static thread_local BlockWeights bw[MAX_LAYERS];
+  for (int64_t l = 0; l < L; ++l) {
+    const float* const* W = P + P_BLOCK0 + l * B_N;
+    BlockWeights& w = bw[l];
+    for (int x = 0; x < 3; ++x)
+      for (int64_t h = 0; h < H; ++h) {
+        const float* a = W[B_WQ + x] + h * d * dh;  // [d][dh]
+        w.qkv[x][h] = mm.weight(a, 1, dh, dh, d, wa);
+        w.qkv_t[x][h] = mm.weight(a, dh, 1, d, dh, wa);
+      }
+    w.o = mm.weight(W[B_WO], 1, d, d, n, wa);  // W_O [n][d]
+    w.o_t = mm.weight(W[B_WO], d, 1, n, d, wa);
+    if (f > 0) {
+      w.in = mm.weight(W[B_WIN], 1, f, f, d, wa);  // W_in [d][f]
+      w.in_t = mm.weight(W[B_WIN], f, 1, d, f, wa);
+      w.out = mm.weight(W[B_WOUT], 1, d, d, f, wa);  // W_out [f][d]
+      w.out_t = mm.weight(W[B_WOUT], d, 1, f, d, wa);
+    }
+  }
+  const float* const* F = P + P_BLOCK0 + L * B_N;
+  const Weight wu = mm.weight(F[F_WU], 1, k, k, d, wa);  // W_U [d][k]
+  const Weight wu_t = mm.weight(F[F_WU], k, 1, d, k, wa);
+  BlockActs acts[MAX_LAYERS];
   for (int64_t b0 = 0; b0 < B; b0 += tile) {
     const int64_t Bt = std::min(tile, (B - b0 + RL - 1) / RL * RL), R = T * Bt;
-    Arena ar{scratch};
+    Arena ar{wa.at};
+    // in bf16: a product's input and a gram's operand, converted as each call needs them
+    const int64_t widest = std::max({d, n, f, k, 2 * ((dh + 1) / 2)});
+    uint32_t* pbuf = mm.bf16 ? ar.take_words((widest + 1) / 2 * R) : nullptr;
+    uint16_t* gbuf = mm.bf16 ? ar.take_halves(widest * round32(R)) : nullptr;
+    auto keep_rows = [&](int64_t rows, int64_t cols) {  // a kept gram operand's bf16 rows
+      return mm.bf16 ? ar.take_halves(rows * round32(cols)) : nullptr;
+    };
     vf* scores = reinterpret_cast<vf*>(ar.take(T * T * LW));  // a block's softmax, [Tq][T]
     // ---- forward ---------------------------------------------------------------------------
     float* x0 = ar.take(d * R);
@@ -396,14 +685,14 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
       A.q = ar.take(n * Rq);
       A.kk = ar.take(n * R);
       A.v = ar.take(n * R);
+      const BlockWeights& w = bw[l];
+      const Op xa = mm.input(A.a, R, d, R, pbuf);
       for (int64_t h = 0; h < H; ++h) {
-        gemm(W[B_WQ] + h * d * dh, 1, dh, A.a, R, A.q + h * dh * Rq, Rq, dh, d, Rq,
-             W[B_BQ] + h * dh, false);
-        gemm(W[B_WK] + h * d * dh, 1, dh, A.a, R, A.kk + h * dh * R, R, dh, d, R,
-             W[B_BK] + h * dh, false);
-        gemm(W[B_WV] + h * d * dh, 1, dh, A.a, R, A.v + h * dh * R, R, dh, d, R,
-             W[B_BV] + h * dh, false);
+        mm.product(w.qkv[0][h], xa, A.q + h * dh * Rq, Rq, dh, d, Rq, W[B_BQ] + h * dh, false);
+        mm.product(w.qkv[1][h], xa, A.kk + h * dh * R, R, dh, d, R, W[B_BK] + h * dh, false);
+        mm.product(w.qkv[2][h], xa, A.v + h * dh * R, R, dh, d, R, W[B_BV] + h * dh, false);
       }
+      A.ga = mm.rows(A.a, R, d, R, keep_rows(d, R));
       A.p = ar.take(H * Tq * T * Bt);
       A.z = ar.take(n * Rq);
       {
@@ -444,7 +733,8 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
       }
       A.xm = ar.take(d * Rq);  // x_in + b_O + W_Oᵀ z
       for (int64_t i = 0; i < d; ++i) std::memcpy(A.xm + i * Rq, xin + i * R, Rq * 4);
-      gemm(W[B_WO], 1, d, A.z, Rq, A.xm, Rq, d, n, Rq, W[B_BO], true);
+      mm.product(w.o, mm.input(A.z, Rq, n, Rq, pbuf), A.xm, Rq, d, n, Rq, W[B_BO], true);
+      A.gz = mm.rows(A.z, Rq, n, Rq, keep_rows(n, Rq));
       if (f > 0) {
         A.mean2 = ar.take(Rq);
         A.rstd2 = ar.take(Rq);
@@ -455,20 +745,21 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
           A.m = A.xm;
         }
         A.hid = ar.take(f * Rq);
-        gemm(W[B_WIN], 1, f, A.m, Rq, A.hid, Rq, f, d, Rq, W[B_BIN], false);
+        mm.product(w.in, mm.input(A.m, Rq, d, Rq, pbuf), A.hid, Rq, f, d, Rq, W[B_BIN], false);
+        A.gm = mm.rows(A.m, Rq, d, Rq, keep_rows(d, Rq));
         for (int64_t j = 0; j < f * Rq; j += LW) {
           vf hv = ld(A.hid + j);
           st(A.hid + j, hv > 0.0f ? hv : bc(0.0f));
         }
         A.xo = ar.take(d * Rq);
         std::memcpy(A.xo, A.xm, d * Rq * 4);
-        gemm(W[B_WOUT], 1, d, A.hid, Rq, A.xo, Rq, d, f, Rq, W[B_BOUT], true);
+        mm.product(w.out, mm.input(A.hid, Rq, f, Rq, pbuf), A.xo, Rq, d, f, Rq, W[B_BOUT], true);
+        A.ghid = mm.rows(A.hid, Rq, f, Rq, keep_rows(f, Rq));
       } else {
         A.xo = A.xm;
       }
       xin = A.xo;
     }
-    const float* const* F = P + P_BLOCK0 + L * B_N;
     float* const* GF = G + P_BLOCK0 + L * B_N;
     float* meanf = ar.take(Bt);
     float* rstdf = ar.take(Bt);
@@ -478,7 +769,8 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
       ln_forward(xin, Bt, fl, Bt, meanf, rstdf, F[F_LNW], F[F_LNB], d, Bt, eps);
     }
     float* logits = ar.take(k * Bt);
-    gemm(F[F_WU], 1, k, fl, Bt, logits, Bt, k, d, Bt, F[F_BU], false);
+    mm.product(wu, mm.input(fl, Bt, d, Bt, pbuf), logits, Bt, k, d, Bt, F[F_BU], false);
+    const Op gfl = mm.rows(fl, Bt, d, Bt, keep_rows(d, Bt));
     // ---- the loss and its gradient at the logits ------------------------------------------
     float* dlog = ar.take(k * Bt);
     for (int64_t b = 0; b < Bt; ++b) {
@@ -498,11 +790,11 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
     }
     // ---- backward --------------------------------------------------------------------------
     vf* lanes = reinterpret_cast<vf*>(ar.take(2 * d * RL));
-    gram(dlog, Bt, k, fl, Bt, d, Bt, GF[F_WU], 1, k);
+    mm.gram(mm.rows(dlog, Bt, k, Bt, gbuf), k, gfl, d, Bt, GF[F_WU], 1, k);
     bias_grad(dlog, Bt, k, Bt, GF[F_BU]);
     float* dres = ar.take(d * R);  // the gradient at the residual stream, [d][rows]
     float* dfl = ln ? ar.take(d * Bt) : dres;
-    gemm(F[F_WU], k, 1, dlog, Bt, dfl, Bt, d, k, Bt, nullptr, false);
+    mm.product(wu_t, mm.input(dlog, Bt, k, Bt, pbuf), dfl, Bt, d, k, Bt, nullptr, false);
     if (ln) {
       std::memset(dres, 0, d * Bt * 4);
       ln_backward(xin, Bt, meanf, rstdf, dfl, Bt, F[F_LNW], d, Bt, dres, Bt, GF[F_LNW],
@@ -521,29 +813,31 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
       float* const* GW = G + P_BLOCK0 + l * B_N;
       const int64_t Tq = last_block(s, l) ? 1 : T, Rq = Tq * Bt;
       BlockActs& A = acts[l];
+      const BlockWeights& w = bw[l];
       // dres [d][Rq]: the gradient at this block's output x_o
       if (f > 0) {
         bias_grad(dres, Rq, d, Rq, GW[B_BOUT]);
-        gram(dres, Rq, d, A.hid, Rq, f, Rq, GW[B_WOUT], 1, d);
-        gemm(W[B_WOUT], d, 1, dres, Rq, dhid, Rq, f, d, Rq, nullptr, false);
+        mm.gram(mm.rows(dres, Rq, d, Rq, gbuf), d, A.ghid, f, Rq, GW[B_WOUT], 1, d);
+        mm.product(w.out_t, mm.input(dres, Rq, d, Rq, pbuf), dhid, Rq, f, d, Rq, nullptr, false);
         for (int64_t j = 0; j < f * Rq; j += LW) {
           vf hv = ld(A.hid + j), g = ld(dhid + j);
           st(dhid + j, hv > 0.0f ? g : bc(0.0f));
         }
         bias_grad(dhid, Rq, f, Rq, GW[B_BIN]);
-        gram(dhid, Rq, f, A.m, Rq, d, Rq, GW[B_WIN], 1, f);
+        mm.gram(mm.rows(dhid, Rq, f, Rq, gbuf), f, A.gm, d, Rq, GW[B_WIN], 1, f);
+        const Op xdh = mm.input(dhid, Rq, f, Rq, pbuf);
         if (ln) {
-          gemm(W[B_WIN], f, 1, dhid, Rq, dm, Rq, d, f, Rq, nullptr, false);
+          mm.product(w.in_t, xdh, dm, Rq, d, f, Rq, nullptr, false);
           ln_backward(A.xm, Rq, A.mean2, A.rstd2, dm, Rq, W[B_LN2W], d, Rq, dres, Rq,
                       GW[B_LN2W], GW[B_LN2B], lanes);
         } else {
-          gemm(W[B_WIN], f, 1, dhid, Rq, dres, Rq, d, f, Rq, nullptr, true);
+          mm.product(w.in_t, xdh, dres, Rq, d, f, Rq, nullptr, true);
         }
       }
       // dres: the gradient at x_m = x_in + b_O + W_Oᵀ z
       bias_grad(dres, Rq, d, Rq, GW[B_BO]);
-      gram(dres, Rq, d, A.z, Rq, n, Rq, GW[B_WO], 1, d);
-      gemm(W[B_WO], d, 1, dres, Rq, dz, Rq, n, d, Rq, nullptr, false);
+      mm.gram(mm.rows(dres, Rq, d, Rq, gbuf), d, A.gz, n, Rq, GW[B_WO], 1, d);
+      mm.product(w.o_t, mm.input(dres, Rq, d, Rq, pbuf), dz, Rq, n, d, Rq, nullptr, false);
       // per head and block of 16 examples: each query's score gradients ds (and dq), then dk
       // and dv as sums over the queries in query order (fma chains from 0, in registers)
       {
@@ -589,12 +883,17 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
         bias_grad(dq + h * dh * Rq, Rq, dh, Rq, GW[B_BQ] + h * dh);
         bias_grad(dk + h * dh * R, R, dh, R, GW[B_BK] + h * dh);
         bias_grad(dv + h * dh * R, R, dh, R, GW[B_BV] + h * dh);
-        gram(dq + h * dh * Rq, Rq, dh, A.a, R, d, Rq, GW[B_WQ] + h * d * dh, 1, dh);
-        gram(dk + h * dh * R, R, dh, A.a, R, d, R, GW[B_WK] + h * d * dh, 1, dh);
-        gram(dv + h * dh * R, R, dh, A.a, R, d, R, GW[B_WV] + h * d * dh, 1, dh);
-        gemm(W[B_WQ] + h * d * dh, dh, 1, dq + h * dh * Rq, Rq, dm, R, d, dh, Rq, nullptr, true);
-        gemm(W[B_WK] + h * d * dh, dh, 1, dk + h * dh * R, R, dm, R, d, dh, R, nullptr, true);
-        gemm(W[B_WV] + h * d * dh, dh, 1, dv + h * dh * R, R, dm, R, d, dh, R, nullptr, true);
+        const float* dqkv[3] = {dq + h * dh * Rq, dk + h * dh * R, dv + h * dh * R};
+        for (int x = 0; x < 3; ++x) {  // q (its Rq rows), k, v
+          const int64_t Rx = x == 0 ? Rq : R;
+          mm.gram(mm.rows(dqkv[x], Rx, dh, Rx, gbuf), dh, A.ga, d, Rx,
+                  GW[B_WQ + x] + h * d * dh, 1, dh);
+        }
+        for (int x = 0; x < 3; ++x) {
+          const int64_t Rx = x == 0 ? Rq : R;
+          mm.product(w.qkv_t[x][h], mm.input(dqkv[x], Rx, dh, Rx, pbuf), dm, R, d, dh, Rx,
+                     nullptr, true);
+        }
       }
       // the gradient at x_in: the residual's (rows of the queries) and the LayerNorm's
       std::memset(dxin, 0, d * R * 4);

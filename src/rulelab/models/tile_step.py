@@ -29,8 +29,8 @@ from rulelab.models import native_build
 from rulelab.models.attention_sums import VML_MODE, torch_exp
 from rulelab.models.passes import TILE_ENGINE
 
-__all__ = ["TILE_ENGINE", "notice_fallback", "reference_loss", "step_loss", "tile_examples",
-           "unsupported"]
+__all__ = ["TILE_ENGINE", "computes_bf16", "in_bf16", "notice_fallback", "reference_loss",
+           "step_loss", "tile_examples", "unsupported"]
 
 SOURCE = Path(__file__).with_name("step_kernels.cpp")
 # A tile: the largest multiple of 16 examples ≤ TILE_MAX whose scratch (activations and
@@ -40,17 +40,18 @@ SOURCE = Path(__file__).with_name("step_kernels.cpp")
 # (32, 64, 96) run 3–12% slower, and the whole tile need not sit in L2 (only what one op reads).
 TILE_BYTES = 4 << 20
 TILE_MAX = 48
-MAX_POSITIONS, MAX_LAYERS = 64, 16  # what the kernel's fixed arrays hold
+MAX_POSITIONS, MAX_LAYERS, MAX_HEADS = 64, 16, 16  # what the kernel's fixed arrays hold
 I64, F32, F64, PTR = ctypes.c_int64, ctypes.c_float, ctypes.c_double, ctypes.c_void_p
 
 
 def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
-    lib.rl_step_scratch.argtypes = [I64] * 8
+    lib.rl_step_scratch.argtypes = [I64] * 9
     lib.rl_step_scratch.restype = I64
     lib.rl_step.argtypes = [I64] * 10 + [F32, PTR, PTR, PTR, PTR, I64, F64, PTR, PTR,
-                                         ctypes.c_longlong]
+                                         ctypes.c_longlong, I64]
     lib.rl_step.restype = F64
     lib.rl_step_vector_bits.restype = I64
+    lib.rl_step_bf16.restype = I64
     return lib
 
 
@@ -70,14 +71,30 @@ def unsupported(shape) -> str | None:
     """Why engine 11 cannot train a transformer of ``shape`` (a ``TransformerShape``), or None."""
     if shape.act != "relu" and shape.d_mlp:
         return f"act {shape.act}: engine 11 runs a ReLU MLP only"
-    if shape.seq_len + 1 > MAX_POSITIONS or shape.layers > MAX_LAYERS:
-        return f"engine 11 holds at most {MAX_POSITIONS} positions and {MAX_LAYERS} layers"
+    if (shape.seq_len + 1 > MAX_POSITIONS or shape.layers > MAX_LAYERS
+            or shape.heads > MAX_HEADS):
+        return (f"engine 11 holds at most {MAX_POSITIONS} positions, {MAX_LAYERS} layers and "
+                f"{MAX_HEADS} heads")
     why = native_build.why_not(built())
     if why is not None:
         return f"its native kernel did not build: {why}"
     if built().rl_step_vector_bits() == 0:
         return "its kernel needs fused multiply-adds in vectors (AVX2 and FMA, or AVX-512)"
     return None if torch_exp() is not None else "PyTorch's exp (MKL) was not found"
+
+
+def computes_bf16() -> bool:
+    """Whether the kernel built here multiplies bf16 (its AVX-512-BF16 build): the precision
+    ``--precision bf16`` trains engine 11 in, with every weight matmul's operands rounded to
+    bf16 and their products summed in fp32 (``step_kernels.cpp``)."""
+    lib = native()
+    return lib is not None and lib.rl_step_bf16() == 1
+
+
+def in_bf16() -> bool:
+    """Whether the step runs under bf16 autocast on the CPU (the trainer's ``--precision
+    bf16``): engine 11 then computes its weight matmuls in bf16."""
+    return torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
 
 
 @functools.cache
@@ -106,9 +123,10 @@ def tile_examples(shape) -> int:
     return tile
 
 
-def _scratch_floats(lib: ctypes.CDLL, shape, tile: int) -> int:
+def _scratch_floats(lib: ctypes.CDLL, shape, tile: int, bf16: bool = False) -> int:
+    """Floats of scratch one call needs; the tile is sized by fp32's (the same in bf16)."""
     L, H, dh, d, f, T, _, k, _ = _dims(shape, tile)
-    return lib.rl_step_scratch(L, H, dh, d, f, T, k, tile)
+    return lib.rl_step_scratch(L, H, dh, d, f, T, k, tile, int(bf16))
 
 
 def parameters(model) -> list[torch.Tensor | None]:
@@ -140,7 +158,8 @@ def _check_range(t: torch.Tensor, n: int, what: str) -> None:
 
 class TileStep(torch.autograd.Function):
     """``x [E, B, n]`` tokens, ``y [E, B]`` labels, ``denom`` and the model's parameters
-    (:func:`parameters`, present ones) → the ``[E]`` losses (cross-entropy sums / ``denom``).
+    (:func:`parameters`, present ones) → the ``[E]`` losses (cross-entropy sums / ``denom``);
+    its weight matmuls in bf16 under bf16 autocast (:func:`in_bf16`), else fp32.
     The forward computes the gradients too (one native pass per tile); the backward hands them
     on, times the incoming gradient of each member's loss."""
 
@@ -156,14 +175,19 @@ class TileStep(torch.autograd.Function):
         E, B = x.shape[:2]
         _check_range(x, shape.vocab, "token")  # the kernel reads rows by them: never unchecked
         _check_range(y, shape.label_mod, "label")
-        scratch = torch.empty(_scratch_floats(lib, shape, tile))
+        bf16 = in_bf16()
+        if bf16 and lib.rl_step_bf16() != 1:
+            raise RuntimeError("engine 11's kernel multiplies bf16 only where built for "
+                               "AVX-512-BF16; this one was not")
+        scratch = torch.empty(_scratch_floats(lib, shape, tile, bf16))
         ln = int(model.ln_final is not None)
         eps = model.ln_final.eps if ln else 1e-5
         losses = torch.empty(E)
         for e in range(E):
             losses[e] = lib.rl_step(*_dims(shape, tile), ln, eps, _addresses(full, e),
                                     _addresses(grads, e), x[e].data_ptr(), y[e].data_ptr(), B,
-                                    float(denom), scratch.data_ptr(), torch_exp(), VML_MODE)
+                                    float(denom), scratch.data_ptr(), torch_exp(), VML_MODE,
+                                    int(bf16))
         ctx.grads = [g for g in grads if g is not None]
         return losses
 

@@ -156,9 +156,11 @@ class EnsembleTransformer(HookedEnsemble):
 
     def step_unsupported(self, settings) -> str | None:
         """Why engine 11 cannot train this model under ``settings`` (its shape, the
-        precision, the kernel), or None."""
-        if settings.precision != "fp32":
-            return f"--precision {settings.precision}: it computes in fp32 only"
+        precision — fp32, or bf16 where its kernel multiplies bf16 —, the kernel), or None."""
+        if settings.precision not in ("fp32", "bf16"):
+            return f"--precision {settings.precision}: it computes fp32 and bf16 only"
+        if settings.precision == "bf16" and not tile_step.computes_bf16():
+            return "--precision bf16: its kernel was not built for AVX-512-BF16 here"
         return tile_step.unsupported(self.cfg)
 
     def forward_fast(self, x: torch.Tensor) -> torch.Tensor:

@@ -109,14 +109,27 @@ LEGACY_ENGINE = 1  # what a run or checkpoint without a recorded engine version 
 # lab trained under one keeps its numbers when the default moves on.
 KEPT_ENGINES = {11: (10, 9, 8, 7, 4), 10: (9, 8, 7, 4)}
 # An eager engine that computes in fp32 only → the engine its runs train with under another
-# ``--precision`` (bf16: the lane engine's matmuls take bf16 operands).
+# ``--precision`` (bf16: the lane engine's matmuls take bf16 operands), except a precision it
+# computes where the CPU has the extension BF16_ENGINES names (:func:`computes_precision`).
 FP32_ONLY_ENGINES = {11: 10}
+# An eager engine that computes bf16 where the CPU has this extension (/proc/cpuinfo's flag):
+# engine 11's kernel multiplies bf16 with AVX-512-BF16, which every CPU where bf16 is native
+# has (rulelab.hardware.cpu_bf16_kind: AMX or AVX-512-BF16).
+BF16_ENGINES = {11: "avx512_bf16"}
 # Engines whose model computes its whole step (forward, loss, backward) itself: a trainer
 # refuses them for a model that does not (``step_engines``) or a task with a loss of its own.
 STEP_ENGINES = (11,)
 # An eager engine for the CPU only → the engine the model trains with on another device.
 CPU_ONLY_ENGINES = {7: 4, 8: 4, 9: 4, 10: 4, 11: 4}
 _GIT_TIMEOUT_S = 5.0
+
+
+def computes_precision(engine: int, precision: str, cpu_flags: frozenset[str]) -> bool:
+    """Whether eager engine ``engine`` computes ``precision`` itself on a CPU with these
+    flags (else it trains with :data:`FP32_ONLY_ENGINES`' engine)."""
+    if precision == "fp32" or engine not in FP32_ONLY_ENGINES:
+        return True
+    return precision == "bf16" and BF16_ENGINES.get(engine) in cpu_flags
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 

@@ -185,3 +185,126 @@ def test_ids_out_of_range_are_refused_before_the_kernel_reads_them():
         tile_step.step_loss(model, bad_x, y, 20.0)
     with pytest.raises(IndexError, match=r"label ids must lie in \[0, 2\)"):
         tile_step.step_loss(model, x, y - 1, 20.0)
+
+
+# ---- bf16 (--precision bf16: every weight matmul's operands rounded to bf16, summed in fp32) ----
+needs_bf16 = pytest.mark.skipif(not tile_step.computes_bf16(),
+                                reason="this kernel was not built for AVX-512-BF16")
+
+
+def _bf(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.bfloat16).to(t.dtype)
+
+
+class _Bf16Product(torch.autograd.Function):
+    """``x @ w`` as the kernel's bf16 matmuls compute it, in float64: both operands rounded to
+    bf16 forward; backward, the incoming gradient rounded too, for the input's gradient and
+    the weight's (``rounds_backward=False``: a kernel that forgot that rounding)."""
+
+    rounds_backward = True
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return _bf(x) @ _bf(w)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        g = _bf(g) if _Bf16Product.rounds_backward else g
+        return g @ _bf(w).transpose(1, 2), _bf(x).transpose(1, 2) @ g
+
+
+class _Bf16WeightMatmuls(torch.overrides.TorchFunctionMode):
+    """The model's weight matmuls (its ``baddbmm``s: Q/K/V, W_O, the MLP, W_U) through
+    :class:`_Bf16Product`; the attention's own products (``@``, ``bmm``) stay exact."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.baddbmm:
+            bias, x, w = args
+            return bias + _Bf16Product.apply(x, w)
+        return func(*args, **(kwargs or {}))
+
+
+def _bf16_oracle(model, x, y, denom, rounds_backward=True):
+    _Bf16Product.rounds_backward = rounds_backward
+    try:
+        with _Bf16WeightMatmuls():
+            return _oracle(model, x, y, denom)
+    finally:
+        _Bf16Product.rounds_backward = True
+
+
+def _bf16_grads(model, x, y, denom):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return _grads(model, tile_step.step_loss, x, y, denom)
+
+
+def _quantile(got: dict, ref: dict, q: float) -> float:
+    """The ``q`` quantile of every gradient entry's |difference|, over the largest gradient."""
+    scale = max(g.abs().max().item() for g in ref.values())
+    return torch.cat([(got[n] - ref[n]).abs().flatten() for n in ref]).quantile(q).item() / scale
+
+
+@needs_bf16
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_bf16_matches_its_rounding_in_float64_and_not_fp32s(name):
+    # An operand the kernel computes in fp32 can round to the other bf16 neighbour than the
+    # float64 oracle's (rarely, then by 2⁻⁸), so deep models differ in a few entries: the bulk
+    # agrees 10–100× closer to the bf16 oracle than to plain float64.
+    shape = SHAPES[name]
+    model = _model(shape)
+    x, y = _data(shape, 2, 70)
+    ref_loss, ref = _bf16_oracle(model, x, y, 100.0)
+    _, exact = _oracle(model, x, y, 100.0)
+    loss, got = _bf16_grads(model, x, y, 100.0)
+    torch.testing.assert_close(loss, ref_loss, rtol=3e-4, atol=0)
+    assert _quantile(got, ref, 0.9) < 5e-5
+    assert _quantile(got, exact, 0.9) > 3e-4  # fp32's matmuls would be within 1e-6 of it
+
+
+@needs_bf16
+@pytest.mark.parametrize("name", ["1L", "no LayerNorm", "1 head of 20, d_mlp not a multiple of 8"])
+def test_bf16_rounds_the_backwards_gradients_too(name):
+    # shallow models: the bulk of the gradients agree with the bf16 oracle to fp32 rounding,
+    # and a kernel that multiplied unrounded gradients would be ≥ 1e-5 off in most entries
+    shape = SHAPES[name]
+    model = _model(shape)
+    x, y = _data(shape, 2, 70)
+    _, got = _bf16_grads(model, x, y, 100.0)
+    assert _quantile(got, _bf16_oracle(model, x, y, 100.0)[1], 0.9) < 1e-6
+    assert _quantile(got, _bf16_oracle(model, x, y, 100.0, rounds_backward=False)[1], 0.5) > 5e-6
+
+
+@needs_bf16
+def test_bf16_member_equals_its_solo_run_bitwise_and_repeats():
+    shape = SHAPES["2L, the ladder's 2k widths"]
+    seeds = (3, 8, 5)
+    ens = _model(shape, seeds)
+    x, y = _data(shape, 3, 100)
+    loss, grads = _bf16_grads(ens, x, y, 100.0)
+    again = _bf16_grads(ens, x, y, 100.0)
+    assert torch.equal(loss, again[0]) and all(torch.equal(grads[n], again[1][n]) for n in grads)
+    for e in range(len(seeds)):
+        solo = EnsembleTransformer(shape, 1)
+        with torch.no_grad():
+            for (_, p), (_, q) in zip(solo.named_parameters(), ens.named_parameters(),
+                                      strict=True):
+                p.copy_(q[e : e + 1])
+        solo_loss, solo_grads = _bf16_grads(solo, x[e : e + 1], y[e : e + 1], 100.0)
+        assert torch.equal(solo_loss[0], loss[e])
+        for n, g in solo_grads.items():
+            assert torch.equal(g[0], grads[n][e]), (e, n)
+
+
+def test_bf16_is_refused_by_a_kernel_without_it(monkeypatch):
+    shape = SHAPES["2L, the ladder's 2k widths"]
+    model = _model(shape)
+    x, y = _data(shape, 2, 20)
+    lib = tile_step.native()
+    no_bf16 = type("NoBf16", (), {"__getattr__": lambda self, a: getattr(lib, a),
+                                  "rl_step_bf16": staticmethod(lambda: 0)})()
+    monkeypatch.setattr(tile_step, "native", lambda: no_bf16)
+    assert not tile_step.computes_bf16()
+    with pytest.raises(RuntimeError, match="AVX-512-BF16"):
+        _bf16_grads(model, x, y, 20.0)

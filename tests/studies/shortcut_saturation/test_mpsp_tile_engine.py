@@ -4,12 +4,16 @@ trains the model engine 10 trains (the same parameters to float rounding after a
 engine-10 run is refused on resume; where it cannot run, the default is engine 10 with one
 notice, and ``--engine 11`` is refused in one line before any step."""
 
+import dataclasses
+
 import pytest
 import torch
 
+from rulelab.engine import compiled
 from rulelab.engine.compiled import engines_for
 from rulelab.engine.runner import train_chunk
 from rulelab.errors import UserError
+from rulelab.hardware import cpu_info
 from rulelab.models import tile_step
 from rulelab.models.passes import SIZED_PASS_ENGINE
 from rulelab.models.tile_step import TILE_ENGINE
@@ -45,8 +49,17 @@ def test_it_is_the_default_on_the_cpu_in_fp32():
     assert offered["eager"] == offered["11"] == TILE_ENGINE and offered["10"] == SIZED_PASS_ENGINE
     assert engines_for(cfg, "cuda")["eager"] == 4 and "11" not in engines_for(cfg, "cuda")
     assert MPSPTrainer([cfg]).engine_version == TILE_ENGINE
-    bf16 = MPSPTrainer([cfg], Settings(precision="bf16"))  # fp32 only: bf16 trains with 10
-    assert bf16.engine_version == SIZED_PASS_ENGINE
+
+
+@pytest.mark.parametrize("has_it", [True, False])
+def test_bf16_trains_with_it_where_the_cpu_has_avx512_bf16_else_with_10(monkeypatch, has_it):
+    if has_it and not tile_step.computes_bf16():
+        pytest.skip("this kernel was not built for AVX-512-BF16")
+    info = cpu_info()
+    flags = info.flags | {"avx512_bf16"} if has_it else info.flags - {"avx512_bf16"}
+    monkeypatch.setattr(compiled, "cpu_info", lambda: dataclasses.replace(info, flags=flags))
+    bf16 = MPSPTrainer([MPSPRunConfig(**SMALL)], Settings(precision="bf16"))
+    assert bf16.engine_version == (TILE_ENGINE if has_it else SIZED_PASS_ENGINE)
 
 
 def test_a_member_equals_its_solo_run_and_the_engine_is_recorded():
@@ -92,9 +105,34 @@ def test_an_engine_10_run_is_refused_under_engine_11(tmp_path):
     assert summaries[0].get("failed_reason") is None
 
 
-def test_bf16_on_request_is_refused_naming_the_flag():
-    with pytest.raises(UserError, match="^--engine: 11 .*fp32 only.*--engine eager"):
+def test_bf16_from_a_kernel_without_it_is_refused_naming_the_flag(monkeypatch):
+    monkeypatch.setattr(tile_step, "computes_bf16", lambda: False)
+    with pytest.raises(UserError, match="^--engine: 11 .*not built for AVX-512-BF16.*--engine"):
         MPSPTrainer([MPSPRunConfig(**SMALL)], Settings(engine="11", precision="bf16"))
+
+
+@pytest.mark.skipif(not tile_step.computes_bf16(),
+                    reason="this kernel was not built for AVX-512-BF16")
+def test_in_bf16_a_member_equals_its_solo_run_and_an_engine_10_bf16_run_is_refused(tmp_path):
+    bf16 = Settings(precision="bf16")
+    configs = [MPSPRunConfig(**SMALL, n_train=300, epochs=3, seed=s, ratio=r)
+               for s, r in ((0, 0.5), (1, 0.9))]
+    ens = _fit(configs, bf16)
+    assert ens.engine_version == TILE_ENGINE
+    alone = _fit([configs[1]], bf16)
+    for name, p in _params(alone).items():
+        assert torch.equal(p, _params(ens, 1)[name]), name
+    assert ens.rows[1] == alone.rows[0]
+    fp32 = _fit([configs[1]], Settings())  # bf16 is its own numbers
+    assert any(not torch.equal(p, _params(fp32)[n]) for n, p in _params(alone).items())
+    # a bf16 run begun under engine 10 (bf16's engine before) resumes under 10 only
+    lab = Lab(tmp_path / "lab", create=True)
+    cfg = configs[0].model_copy(update={"epochs": 4})
+    state = _fit([configs[0].model_copy(update={"epochs": 2})],
+                 Settings(engine="10", precision="bf16")).member_state(0)
+    lab.save_checkpoint(cfg.run_id, state)
+    with pytest.raises(StoreError, match="engine version 10.*engine version 11"):
+        train_chunk([cfg], {cfg.run_id: state}, lab, bf16)
 
 
 def test_a_gelu_model_trains_with_engine_10_and_says_so():
