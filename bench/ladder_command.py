@@ -15,8 +15,9 @@ timed from start to exit, alternating:
 (e) the same with ``--engine 4`` (before 7); (h) with ``--engine 8`` (before 9); (i) with
     ``--engine 9`` (before 10: engine 10's kernels in passes of 512); (j) with ``--engine 10``
     (before 11: op by op, in passes sized to the model);
-(f) the default engine with ``--precision bf16`` (where the CPU multiplies bf16 natively: AMX
-    or AVX-512-BF16; refused elsewhere); (g) the compiled engine with ``--precision bf16``.
+(f) the default engine with ``--precision bf16`` (engine 11's bf16 matmuls, VDPBF16PS; allowed
+    where the CPU multiplies bf16 natively: AMX or AVX-512-BF16; refused elsewhere); (g) the
+    compiled engine with ``--precision bf16``.
 Prints wall seconds, seed-epochs per second and the ratio to (a). Run on an idle machine.
 
     python bench/ladder_command.py [--rungs 2k,4k,8k] [--seeds 8] [--epochs 150] [--reps 1]
@@ -92,7 +93,7 @@ def main() -> None:
         med = {p: statistics.median(w) for p, w in walls.items() if w}
         names = {"a": "(a) plain per-seed script", "b": "(b) rulelab train (engine 11)",
                  "c": "(c) rulelab --engine compiled", "d": "(d) rulelab --engine 7",
-                 "e": "(e) rulelab --engine 4", "f": "(f) rulelab bf16 (engine 10)",
+                 "e": "(e) rulelab --engine 4", "f": "(f) rulelab bf16 (engine 11)",
                  "g": "(g) rulelab compiled bf16", "h": "(h) rulelab --engine 8",
                  "i": "(i) rulelab --engine 9", "j": "(j) rulelab --engine 10"}
         for p, wall in med.items():

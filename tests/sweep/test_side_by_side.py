@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -92,6 +93,30 @@ def test_a_long_plan_trains_as_processes_and_a_short_one_in_threads():
     chosen = LocalExecutor(2, processes=False)
     chosen.prepare(long, Settings())
     assert chosen.as_processes is False  # the caller's choice stands
+
+
+def test_native_full_batch_steps_train_in_threads_however_long_the_plan():
+    """Engine 11's step is one native call per member with the GIL released: a long plan of
+    full-batch steps (the ladder's 2k rung) takes threads, with no worker start-up; one of
+    64-example minibatches (the quick preset: Python between many small passes), engine 10's
+    op-by-op steps, or a GPU keep the rule."""
+    from rulelab.cli.sweep import recipe_path
+    from rulelab.models import tile_step
+
+    if tile_step.native() is None:
+        pytest.skip("engine 11's kernel did not build here")
+    executor = LocalExecutor(2)
+    ladder = load_recipe(recipe_path(Path("shortcut-saturation/ladder-2k")))
+    quick = load_recipe(recipe_path(Path("shortcut-saturation/quick")))
+    for recipe, settings, processes in ((ladder, Settings(), False),
+                                        (ladder, Settings(engine="10"), True),
+                                        (quick, Settings(), True)):
+        plan = make_plan(recipe, None, settings, workers=2)
+        assert plan.seconds(executors.speed_for(settings)) > executors.SPAWN_WORTH_SECONDS
+        executor.prepare(plan, settings)
+        assert executor.as_processes is processes, (recipe.experiment, settings.engine)
+    plan = make_plan(ladder, None, Settings(), workers=2)
+    assert not executors.native_steps(plan, Settings(device="cuda"))
 
 
 def test_side_by_side_the_planner_balances_workers_costliest_first():

@@ -84,11 +84,16 @@ before engine versions existed carries none and reads as version 1.
   (gradients within 1e-6 of float64 autograd, closer than PyTorch's float32), not engine 10's
   bits; a member equals its solo run. Steps are cut into passes of 4,096
   (:func:`rulelab.models.passes.pass_examples`); evaluation runs engine 10's forward. It
-  computes fp32, a ReLU MLP (or none) and the cross-entropy: ``--precision bf16`` trains with
-  engine 10 (:data:`FP32_ONLY_ENGINES`), as does a GELU model or a machine where its kernel
-  cannot build or has no vector FMA (one notice); its AVX2 and AVX-512 builds give the same
-  bits (every sum over rows in 16 lanes); a task with a loss of its own is refused
-  (:data:`STEP_ENGINES`).
+  computes a ReLU MLP (or none) and the cross-entropy, in fp32, and in bf16 where the CPU has
+  AVX-512-BF16 (:data:`BF16_ENGINES`; since 2026-12-04 — before, and still where the CPU lacks
+  it, ``--precision bf16`` trained with engine 10: :data:`FP32_ONLY_ENGINES`, so a bf16 lab
+  begun then is refused on resume under the default, naming ``--engine 10``). In bf16 every
+  weight matmul's operands are rounded to bf16 and their products summed in fp32 (VDPBF16PS,
+  the features in order); the attention's core, LayerNorm, the loss, the biases and Adam stay
+  fp32; a member equals its solo run. A GELU model, or a machine where its kernel cannot build
+  or has no vector FMA, trains with engine 10 (one notice); its AVX2 and AVX-512 builds give
+  the same fp32 bits (every sum over rows in 16 lanes); a task with a loss of its own is
+  refused (:data:`STEP_ENGINES`).
   Engines 10, 9, 8, 7 and 4 stay computable (``--engine 10`` gives engine 10's numbers); on a
   GPU its eager engine is 4.
 """

@@ -48,6 +48,7 @@ class RunCost:
     passes_per_epoch: int  # forward/backward passes an ensemble makes per epoch (micro-batches)
     passes_per_eval: int  # forward passes of one evaluation (evaluation chunks)
     eval_epochs: tuple[int, ...] | None = None  # explicit schedule (study M); None: every k
+    step_examples: int = 0  # examples per member in one optimizer step (0: not stated)
 
     def n_evals(self, cfg, from_epoch: int = 0) -> int:
         if self.eval_epochs is not None:

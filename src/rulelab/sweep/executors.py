@@ -31,6 +31,7 @@ from rulelab.sweep.chunk import ChunkSpec, RunOutcome, run_chunk, run_chunk_plai
 
 POLL_SECONDS = 2.0  # how often the driver reads its Ray chunks' progress files
 SPAWN_WORTH_SECONDS = 60.0  # a plan estimated longer trains side by side as processes
+NATIVE_STEP_EXAMPLES = 1024  # … unless its steps are native and at least this long
 
 
 class LocalExecutor:
@@ -58,14 +59,14 @@ class LocalExecutor:
     def prepare(self, plan, settings) -> None:
         """Choose threads or processes for ``plan`` where the caller did not: processes when
         its estimate exceeds :data:`SPAWN_WORTH_SECONDS` (the estimate counts FLOPs and
-        passes; a start-up of seconds is noise there)."""
+        passes; a start-up of seconds is noise there), unless every chunk's step runs
+        natively with the GIL released (:func:`native_steps`): then threads, which train as
+        fast and start at once."""
         if self.processes is not None:
             self.as_processes = self.processes
             return
-        from rulelab.sweep.estimate import speed
-
-        seconds = plan.seconds(speed(settings.device, settings.precision))
-        self.as_processes = seconds > SPAWN_WORTH_SECONDS
+        seconds = plan.seconds(speed_for(settings))
+        self.as_processes = seconds > SPAWN_WORTH_SECONDS and not native_steps(plan, settings)
 
     def run(self, specs: Sequence[ChunkSpec], events) -> None:
         if self.workers == 1 or len(specs) <= 1:
@@ -79,6 +80,35 @@ class LocalExecutor:
             as_processes(list(specs), events, self.workers)
         else:
             _side_by_side(list(specs), events, self.workers)
+
+
+def speed_for(settings):
+    """The planner's assumed speed for ``settings``' device and precision."""
+    from rulelab.sweep.estimate import speed
+
+    return speed(settings.device, settings.precision)
+
+
+def native_steps(plan, settings) -> bool:
+    """Whether every chunk of ``plan`` trains on the CPU with an engine whose step is one
+    native call per member and pass (``STEP_ENGINES``: engine 11, which releases the GIL for
+    the whole call) over steps of at least :data:`NATIVE_STEP_EXAMPLES` examples (its cost
+    model's ``step_examples``), so the Python between the calls (the optimizer) is a small part
+    of each step. Two such chunks train as fast in threads as in processes
+    (``bench/side_by_side.py`` at the ladder's 2k rung, full batch: 0.075 against 0.077 s an
+    epoch), and threads save each worker's start-up (≈ 3 s: the 4k rung's command, 8 seeds ×
+    150 epochs, took 41.1–43.2 s in threads against 44.7–45.3 s as processes on an AMD EPYC).
+    Small minibatches (the quick preset's 64) leave many short steps whose Python contends for
+    the GIL: they keep the rule."""
+    from rulelab.engine.compiled import engine_in_use
+    from rulelab.store.version import STEP_ENGINES
+    from rulelab.sweep.estimate import run_cost
+
+    if not plan.chunks or not str(settings.device).startswith("cpu"):
+        return False
+    return all(engine_in_use(settings, c.configs[0]) in STEP_ENGINES
+               and run_cost(c.configs[0]).step_examples >= NATIVE_STEP_EXAMPLES
+               for c in plan.chunks)
 
 
 def _chunk_here(spec: ChunkSpec, callbacks) -> list[RunOutcome]:

@@ -28,6 +28,8 @@ def mpsp_cost(c, micro_batch: int, eval_chunk: int) -> RunCost:
     data = n_examples * (c.seq_len * 8 + 9) * 2
     rows = (c.epochs // c.eval_every + 2) * 10 * ROW_BYTES
     member = 16 * params + ACTIVATION_SLACK * max(train_act, eval_act) + data + rows
-    passes = c.steps_per_epoch * math.ceil(min(c.batch_size or c.n_train, c.n_train) / micro_batch)
+    step = min(c.batch_size or c.n_train, c.n_train)  # examples per step
+    passes = c.steps_per_epoch * math.ceil(step / micro_batch)
     evals = math.ceil(c.n_train / eval_chunk) + 2 * math.ceil(c.n_eval / eval_chunk)
-    return RunCost(int(member), 3 * fwd * c.n_train, fwd * n_examples, passes, evals)
+    return RunCost(int(member), 3 * fwd * c.n_train, fwd * n_examples, passes, evals,
+                   step_examples=step)
