@@ -13,8 +13,10 @@ SIZED_PASS_ENGINE = 10
 # the step depth first, tile by tile (rulelab.models.tile_step): it keeps no activations
 # between the forward and the backward, so a pass costs only its inputs and one gradient of
 # every weight; long passes spare the reloading of a member's weights and gradients into cache
-# at every call (4,096 against 512: 1.06–1.09× per member, 2k and paper widths)
-TILE_ENGINE = 11
+# at every call (4,096 against 512: 1.06–1.09× per member, 2k and paper widths). Engine 11
+# evaluates with engine 10's forward, engine 12 (the default) with the kernel's own.
+TILE_STEP_ENGINES = (11, 12)
+TILE_ENGINE = 12
 TILE_PASS = 4096
 PASS_BYTES = 24 << 20  # a pass's activations per member, at most (pass_examples)
 PASS_MAX = 512  # examples per pass, at most: the default micro-batch of the engines before
@@ -33,9 +35,9 @@ def activation_bytes(shape) -> int:
 def pass_examples(shape, engine: int) -> int | None:
     """Examples per member per pass under engine version ``engine`` (``Task.pass_examples``):
     for engine 10, the largest power of two ≤ :data:`PASS_MAX` whose activations stay within
-    :data:`PASS_BYTES` per member (at least 16: one block of the attention core); for engine 11,
-    :data:`TILE_PASS` (its activations live a tile at a time); None for the engines before 10,
-    which cut every step into the settings' passes of 512.
+    :data:`PASS_BYTES` per member (at least 16: one block of the attention core); for engines 11
+    and 12, :data:`TILE_PASS` (its activations live a tile at a time); None for the engines
+    before 10, which cut every step into the settings' passes of 512.
 
     Why: a pass writes its activations in the forward and reads them back in the backward, and
     on a CPU each op of a larger pass reads operands written megabytes earlier, from L3 or
@@ -45,7 +47,7 @@ def pass_examples(shape, engine: int) -> int | None:
     256 where engine 9 took 512: 1.06–1.20× faster per member at 2–16 members, 0.90–1.00× for
     a lone run; at d_model 24–32 a pass of 256 lost at one or two members (0.81–0.98×), so they
     keep 512 (bench/pass_size.py; the README's "Engine 10")."""
-    if engine == TILE_ENGINE:
+    if engine in TILE_STEP_ENGINES:
         return TILE_PASS
     if engine != SIZED_PASS_ENGINE:
         return None

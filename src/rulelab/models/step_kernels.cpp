@@ -610,11 +610,12 @@ int64_t rl_step_scratch(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, 
 // tile: tiles of `tile` examples, the last one the rest rounded up to a multiple of 16 (the
 // padding: copies of the first example, with no loss and no gradient). P[j] its parameters,
 // G[j] their gradients (added to), in the enum's order; returns the cross-entropy summed over
-// the examples, divided by `denom`.
+// the examples, divided by `denom`. With `out` (engine 12's evaluation): the forward alone,
+// each example's logits written to out[b][c] (labels and gradients unread), and 0 returned.
 double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T, int64_t V,
                int64_t k, int64_t tile, int64_t ln, float eps, const float* const* P,
                float* const* G, const int64_t* tok, const int64_t* lab, int64_t B, double denom,
-               float* scratch, vexp_fn vexp, long long mode, int64_t bf16) {
+               float* scratch, vexp_fn vexp, long long mode, int64_t bf16, float* out) {
   RL_CLOCK(rl_all_cycles);
   const Shape s{L, H, dh, d, f, T, V, k, tile, ln, eps};
   const int64_t n = H * dh, n_in = T - 1;
@@ -770,6 +771,11 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
     }
     float* logits = ar.take(k * Bt);
     mm.product(wu, mm.input(fl, Bt, d, Bt, pbuf), logits, Bt, k, d, Bt, F[F_BU], false);
+    if (out != nullptr) {  // the forward alone: the logits out, no loss, no backward
+      for (int64_t b = 0; b < Bt && b0 + b < B; ++b)
+        for (int64_t c = 0; c < k; ++c) out[(b0 + b) * k + c] = logits[c * Bt + b];
+      continue;
+    }
     const Op gfl = mm.rows(fl, Bt, d, Bt, keep_rows(d, Bt));
     // ---- the loss and its gradient at the logits ------------------------------------------
     float* dlog = ar.take(k * Bt);

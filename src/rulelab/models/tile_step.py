@@ -27,10 +27,10 @@ import torch.nn.functional as F
 
 from rulelab.models import native_build
 from rulelab.models.attention_sums import VML_MODE, torch_exp
-from rulelab.models.passes import TILE_ENGINE
+from rulelab.models.passes import TILE_ENGINE, TILE_STEP_ENGINES
 
-__all__ = ["TILE_ENGINE", "computes_bf16", "in_bf16", "notice_fallback", "reference_loss",
-           "step_loss", "tile_examples", "unsupported"]
+__all__ = ["TILE_ENGINE", "TILE_STEP_ENGINES", "computes_bf16", "in_bf16", "notice_fallback",
+           "reference_loss", "step_loss", "tile_examples", "tile_logits", "unsupported"]
 
 SOURCE = Path(__file__).with_name("step_kernels.cpp")
 # A tile: the largest multiple of 16 examples ≤ TILE_MAX whose scratch (activations and
@@ -48,7 +48,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.rl_step_scratch.argtypes = [I64] * 9
     lib.rl_step_scratch.restype = I64
     lib.rl_step.argtypes = [I64] * 10 + [F32, PTR, PTR, PTR, PTR, I64, F64, PTR, PTR,
-                                         ctypes.c_longlong, I64]
+                                         ctypes.c_longlong, I64, PTR]
     lib.rl_step.restype = F64
     lib.rl_step_vector_bits.restype = I64
     lib.rl_step_bf16.restype = I64
@@ -187,7 +187,7 @@ class TileStep(torch.autograd.Function):
             losses[e] = lib.rl_step(*_dims(shape, tile), ln, eps, _addresses(full, e),
                                     _addresses(grads, e), x[e].data_ptr(), y[e].data_ptr(), B,
                                     float(denom), scratch.data_ptr(), torch_exp(), VML_MODE,
-                                    int(bf16))
+                                    int(bf16), None)
         ctx.grads = [g for g in grads if g is not None]
         return losses
 
@@ -196,6 +196,29 @@ class TileStep(torch.autograd.Function):
         out = [g.mul_(g_loss.view(-1, *[1] * (g.dim() - 1))) for g in ctx.grads]
         ctx.grads = None
         return (None, None, None, None, *out)
+
+
+@torch.no_grad()
+def tile_logits(model, x: torch.Tensor) -> torch.Tensor:
+    """The logits ``[E, B, k]`` of ``x [E, B, n]`` through the kernel's forward alone, in fp32
+    (engine 12's evaluation: the step's own forward, so an evaluated train loss is the one the
+    step computed)."""
+    lib = native()
+    shape = model.cfg
+    tile = tile_examples(shape)
+    full = parameters(model)
+    x = x.to(torch.int64).contiguous()
+    E, B = x.shape[:2]
+    _check_range(x, shape.vocab, "token")
+    scratch = torch.empty(_scratch_floats(lib, shape, tile))
+    ln = int(model.ln_final is not None)
+    eps = model.ln_final.eps if ln else 1e-5
+    out = torch.empty(E, B, shape.label_mod)
+    for e in range(E):
+        lib.rl_step(*_dims(shape, tile), ln, eps, _addresses(full, e), None, x[e].data_ptr(),
+                    None, B, 1.0, scratch.data_ptr(), torch_exp(), VML_MODE, 0,
+                    out[e].data_ptr())
+    return out
 
 
 def step_loss(model, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:

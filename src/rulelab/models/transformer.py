@@ -23,14 +23,15 @@ from rulelab.models.fused_forward import fused_forward
 from rulelab.models.hooks import HookedEnsemble, HookPoint
 from rulelab.models.lane_forward import embed_padded, lane_forward
 from rulelab.models.passes import SIZED_PASS_ENGINE
-from rulelab.models.tile_step import TILE_ENGINE
+from rulelab.models.tile_step import TILE_ENGINE, TILE_STEP_ENGINES
 
 FAST_ATTENTION_ENGINE = 7  # the engine version that runs forward_fast (store.version, issue 25)
 LANE_ENGINE = 8  # the engine version that runs lane_forward: batch innermost everywhere
 # lane_forward with the attention's softmax sums in key order, its core fused (issue 25)
 FUSED_LANE_ENGINE = 9
-# the engines whose forward is lane_forward (engine 11's evaluation is engine 10's forward)
-LANE_ENGINES = (LANE_ENGINE, FUSED_LANE_ENGINE, SIZED_PASS_ENGINE, TILE_ENGINE)
+# the engines whose forward is lane_forward (engine 11's evaluation is engine 10's forward;
+# engine 12's, without a gradient to take, is its step kernel's forward: tile_step.tile_logits)
+LANE_ENGINES = (LANE_ENGINE, FUSED_LANE_ENGINE, SIZED_PASS_ENGINE, *TILE_STEP_ENGINES)
 COMPILED_ENGINES = (3, 5)  # trace fused_forward inside torch.compile (store.version, issue 25)
 
 
@@ -68,9 +69,9 @@ class EnsembleTransformer(HookedEnsemble):
 
     engine = 1
     # the lane engine: its eager engine on the CPU where a task's step is its own (sparse
-    # parity); study S's runs train with engine 11 where it can (eager_engine below)
+    # parity); study S's runs train with engine 12 where it can (eager_engine below)
     eager_engine = SIZED_PASS_ENGINE
-    step_engines = (TILE_ENGINE,)  # engines under which it computes its own step (step_loss)
+    step_engines = TILE_STEP_ENGINES  # engines under which it computes its own step (step_loss)
 
     def __init__(self, shape: TransformerShape, n_members: int) -> None:
         super().__init__()
@@ -116,6 +117,9 @@ class EnsembleTransformer(HookedEnsemble):
         if self.engine in COMPILED_ENGINES and not hooked and torch.compiler.is_compiling():
             return fused_forward(self, x)  # the training step, traced by torch.compile
         plain = not hooked and torch._C._functorch.maybe_current_level() is None
+        if (self.engine == TILE_ENGINE and plain and not torch.is_grad_enabled()
+                and tile_step.native() is not None):
+            return tile_step.tile_logits(self, x)  # evaluation: the step's own forward
         if self.engine in LANE_ENGINES and plain:
             return lane_forward(self, x, in_order=self.engine != LANE_ENGINE)
         if self.engine == FAST_ATTENTION_ENGINE and plain:
@@ -151,11 +155,12 @@ class EnsembleTransformer(HookedEnsemble):
         return tile_step.step_loss(self, x, y, denom)
 
     def step_tile(self) -> int:
-        """Examples per tile of engine 11's step for this shape (recorded in checkpoints)."""
+        """Examples per tile of engine 11's and 12's step for this shape (recorded in
+        checkpoints)."""
         return tile_step.tile_examples(self.cfg)
 
     def step_unsupported(self, settings) -> str | None:
-        """Why engine 11 cannot train this model under ``settings`` (its shape, the
+        """Why engines 11–12 cannot train this model under ``settings`` (its shape, the
         precision — fp32, or bf16 where its kernel multiplies bf16 —, the kernel), or None."""
         if settings.precision not in ("fp32", "bf16"):
             return f"--precision {settings.precision}: it computes fp32 and bf16 only"

@@ -96,6 +96,16 @@ before engine versions existed carries none and reads as version 1.
   refused (:data:`STEP_ENGINES`).
   Engines 10, 9, 8, 7 and 4 stay computable (``--engine 10`` gives engine 10's numbers); on a
   GPU its eager engine is 4.
+- 12: the transformer's eager engine on the CPU (issue 25, 2026-12-04): engine 11's training
+  step, with every evaluation (and any forward without a gradient to take and no hooks: a
+  stored run's predictions) through the same kernel's forward (``rl_step`` with ``out``:
+  :func:`rulelab.models.tile_step.tile_logits`), where engine 11 evaluates with engine 10's
+  op-by-op forward. The trained weights are engine 11's bits; the metric rows differ at float
+  rounding (an evaluated train loss is now the one the step computed), and an evaluation costs
+  about a third of a training step per example instead of 1.5–2 steps. Engine 11 stays
+  computable (``--engine 11``), and a lab begun under 11 resumes under ``--engine 11`` only.
+  Everything else as engine 11 (bf16 where the CPU has AVX-512-BF16; engine 10 with one
+  notice where its kernel cannot run).
 """
 
 from __future__ import annotations
@@ -112,20 +122,20 @@ ENGINES = {"eager": ENGINE_VERSION, "compiled": COMPILED_ENGINE}  # Settings.eng
 LEGACY_ENGINE = 1  # what a run or checkpoint without a recorded engine version was trained by
 # A model's eager engine → older engines it still computes on request (``--engine 4``), so a
 # lab trained under one keeps its numbers when the default moves on.
-KEPT_ENGINES = {11: (10, 9, 8, 7, 4), 10: (9, 8, 7, 4)}
+KEPT_ENGINES = {12: (11, 10, 9, 8, 7, 4), 11: (10, 9, 8, 7, 4), 10: (9, 8, 7, 4)}
 # An eager engine that computes in fp32 only → the engine its runs train with under another
 # ``--precision`` (bf16: the lane engine's matmuls take bf16 operands), except a precision it
 # computes where the CPU has the extension BF16_ENGINES names (:func:`computes_precision`).
-FP32_ONLY_ENGINES = {11: 10}
+FP32_ONLY_ENGINES = {11: 10, 12: 10}
 # An eager engine that computes bf16 where the CPU has this extension (/proc/cpuinfo's flag):
 # engine 11's kernel multiplies bf16 with AVX-512-BF16, which every CPU where bf16 is native
 # has (rulelab.hardware.cpu_bf16_kind: AMX or AVX-512-BF16).
-BF16_ENGINES = {11: "avx512_bf16"}
+BF16_ENGINES = {11: "avx512_bf16", 12: "avx512_bf16"}
 # Engines whose model computes its whole step (forward, loss, backward) itself: a trainer
 # refuses them for a model that does not (``step_engines``) or a task with a loss of its own.
-STEP_ENGINES = (11,)
+STEP_ENGINES = (11, 12)
 # An eager engine for the CPU only → the engine the model trains with on another device.
-CPU_ONLY_ENGINES = {7: 4, 8: 4, 9: 4, 10: 4, 11: 4}
+CPU_ONLY_ENGINES = {7: 4, 8: 4, 9: 4, 10: 4, 11: 4, 12: 4}
 _GIT_TIMEOUT_S = 5.0
 
 

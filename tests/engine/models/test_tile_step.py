@@ -308,3 +308,25 @@ def test_bf16_is_refused_by_a_kernel_without_it(monkeypatch):
     assert not tile_step.computes_bf16()
     with pytest.raises(RuntimeError, match="AVX-512-BF16"):
         _bf16_grads(model, x, y, 20.0)
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_the_forward_alone_gives_the_logits_of_float64(name):
+    # engine 12's evaluation: the kernel's forward, tile by tile (70: the last tile padded)
+    shape = SHAPES[name]
+    model = _model(shape)
+    x, _ = _data(shape, 2, 70)
+    with torch.no_grad():
+        want = copy.deepcopy(model).double()(x).float()
+    got = tile_step.tile_logits(model, x)
+    torch.testing.assert_close(got, want, rtol=0, atol=2e-6 * want.abs().max().item())
+    # a member's logits are its own: alone, the same bits; a view of a longer batch, too
+    solo = EnsembleTransformer(shape, 1)
+    with torch.no_grad():
+        for (_, p), (_, q) in zip(solo.named_parameters(), model.named_parameters(), strict=True):
+            p.copy_(q[1:2])
+    assert torch.equal(tile_step.tile_logits(solo, x[1:2])[0], got[1])
+    longer = torch.cat([x, x.flip(1)], 1)
+    assert torch.equal(tile_step.tile_logits(model, longer[:, :70]), got)
+    with pytest.raises(IndexError, match="token ids"):
+        tile_step.tile_logits(model, x + shape.vocab)

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 import rulelab.engine.compiled as compiled
 from rulelab.errors import UserError
+from rulelab.hardware import cpu_info
 from rulelab.models import transformer
 from rulelab.models.fused_forward import fused_forward
 from rulelab.models.transformer import EnsembleTransformer
@@ -40,21 +41,25 @@ def test_fused_forward_and_its_gradient_equal_engine_1s():
 def test_the_engine_setting_names_a_version_and_refuses_anything_else():
     assert COMPILED_ENGINE in transformer.COMPILED_ENGINES and COMPILED_ENGINE != ENGINE_VERSION
     assert compiled.engine_in_use(Settings()) == ENGINE_VERSION == 4
-    # the transformer: eager 11 on the CPU (10 under bf16), 10–4 kept, 4 on a GPU
+    # the transformer: eager 12 on the CPU (under bf16 10 where the CPU lacks AVX-512-BF16),
+    # 11–4 kept, 4 on a GPU
     cfg = MPSPRunConfig(**TINY)
-    assert compiled.engine_in_use(Settings(), cfg) == transformer.TILE_ENGINE == 11
-    assert compiled.engine_in_use(Settings(precision="bf16"), cfg) == 10  # 11 is fp32 only
+    assert compiled.engine_in_use(Settings(), cfg) == transformer.TILE_ENGINE == 12
+    bf16_here = "avx512_bf16" in cpu_info().flags
+    assert compiled.engine_in_use(Settings(precision="bf16"), cfg) == (12 if bf16_here else 10)
+    assert compiled.engine_in_use(Settings(engine="11"), cfg) == 11
     assert compiled.engine_in_use(Settings(engine="10"), cfg) == transformer.SIZED_PASS_ENGINE
     assert compiled.engine_in_use(Settings(engine="9"), cfg) == 9
     assert compiled.engine_in_use(Settings(engine="8"), cfg) == 8
     assert compiled.engine_in_use(Settings(engine="7"), cfg) == 7
     assert compiled.engine_in_use(Settings(engine="4"), cfg) == 4
     on_gpu = compiled.engines_for(cfg, "cuda")
-    assert on_gpu["eager"] == 4 and not {"7", "8", "9", "10", "11"} & set(on_gpu)  # CPU loops
+    assert on_gpu["eager"] == 4  # the CPU engines' loops: none of them on a GPU
+    assert not {"7", "8", "9", "10", "11", "12"} & set(on_gpu)
     with pytest.raises(ValidationError, match="engine"):
         Settings(engine="fast")
     with pytest.raises(UserError, match=r"^--engine: 6 is not allowed for mpsp runs on cpu; "
-                                        r"allowed: eager, compiled, 11, 5, 10, 9, 8, 7, 4$"):
+                                        r"allowed: eager, compiled, 12, 5, 11, 10, 9, 8, 7, 4$"):
         compiled.engine_in_use(Settings(engine="6"), cfg)
     line = engine_refusal("abc", COMPILED_ENGINE, 40, ENGINE_VERSION)
     assert "engine version 5" in line and "engine version 4" in line
@@ -67,12 +72,12 @@ def test_without_a_compiler_the_eager_engine_trains_with_one_notice(monkeypatch)
     settings = Settings(engine="compiled")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert compiled.engine_in_use(settings, MPSPRunConfig(**TINY)) == 11
+        assert compiled.engine_in_use(settings, MPSPRunConfig(**TINY)) == 12
         trainer = MPSPTrainer([MPSPRunConfig(**TINY)], settings)
     assert len(caught) == 1 and "no C++ compiler found" in str(caught[0].message)
-    # the eager engine: engine 11, whose step is the model's own (its kernel is no inductor's)
-    assert trainer.engine_version == 11 and trainer.step_loss == trainer.model.step_loss
-    assert trainer.member_state(0)["engines"] == [[0, 11]]
+    # the eager engine: engine 12, whose step is the model's own (its kernel is no inductor's)
+    assert trainer.engine_version == 12 and trainer.step_loss == trainer.model.step_loss
+    assert trainer.member_state(0)["engines"] == [[0, 12]]
 
 
 def test_an_unknown_device_has_no_compiler():

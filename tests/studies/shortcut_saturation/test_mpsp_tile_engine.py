@@ -1,7 +1,9 @@
-"""Engine 11 in training (issue 25): study S's runs trained by default with the step depth
-first (``models/tile_step.py``). Recorded as engine 11; a member equals its solo run bitwise; it
-trains the model engine 10 trains (the same parameters to float rounding after a few steps); an
-engine-10 run is refused on resume; where it cannot run, the default is engine 10 with one
+"""Engines 11 and 12 in training (issue 25): study S's runs trained by default with the step
+depth first (``models/tile_step.py``), evaluated through the same kernel's forward (engine 12;
+engine 11 evaluates with engine 10's). A member equals its solo run bitwise; it trains the
+model engine 10 trains (the same parameters to float rounding after a few steps); 12 trains
+11's bits and evaluates to float rounding of 11's readings; an engine-10 or engine-11 run is
+refused on resume under the default; where it cannot run, the default is engine 10 with one
 notice, and ``--engine 11`` is refused in one line before any step."""
 
 import dataclasses
@@ -46,8 +48,10 @@ def _params(trainer, e: int = 0) -> dict:
 def test_it_is_the_default_on_the_cpu_in_fp32():
     cfg = MPSPRunConfig(**SMALL)
     offered = engines_for(cfg)
-    assert offered["eager"] == offered["11"] == TILE_ENGINE and offered["10"] == SIZED_PASS_ENGINE
-    assert engines_for(cfg, "cuda")["eager"] == 4 and "11" not in engines_for(cfg, "cuda")
+    assert offered["eager"] == offered["12"] == TILE_ENGINE == 12
+    assert offered["11"] == 11 and offered["10"] == SIZED_PASS_ENGINE
+    assert engines_for(cfg, "cuda")["eager"] == 4 and not {"11", "12"} & set(engines_for(cfg,
+                                                                                        "cuda"))
     assert MPSPTrainer([cfg]).engine_version == TILE_ENGINE
 
 
@@ -65,12 +69,12 @@ def test_bf16_trains_with_it_where_the_cpu_has_avx512_bf16_else_with_10(monkeypa
 def test_a_member_equals_its_solo_run_and_the_engine_is_recorded():
     configs = [MPSPRunConfig(**SMALL, n_train=700, epochs=3, seed=s, ratio=r)
                for s, r in ((0, 0.5), (1, 0.9), (2, 0.7))]
-    ens = _fit(configs, ELEVEN)
+    ens = _fit(configs, Settings())
     assert ens.engine_version == TILE_ENGINE
     assert ens.member_state(1)["engine_version"] == TILE_ENGINE
     assert ens.member_state(1)["tile"] == tile_step.tile_examples(ens.model.cfg) == 48
     for e in (0, 2):
-        alone = _fit([configs[e]], ELEVEN)
+        alone = _fit([configs[e]], Settings())
         for name, p in _params(alone).items():
             assert torch.equal(p, _params(ens, e)[name]), name
         assert ens.rows[e] == alone.rows[0]
@@ -93,13 +97,45 @@ def test_it_trains_what_engine_10_trains_to_float_rounding():
     assert any(not torch.equal(p, _params(eleven)[n]) for n, p in _params(ten).items())
 
 
-def test_an_engine_10_run_is_refused_under_engine_11(tmp_path):
+def test_engine_12_trains_11s_bits_and_evaluates_through_the_kernel(tmp_path):
+    configs = [MPSPRunConfig(**SMALL, n_train=300, epochs=4, seed=s, ratio=r)
+               for s, r in ((0, 0.5), (1, 0.9))]
+    eleven, twelve = _fit(configs, ELEVEN), _fit(configs, Settings())
+    assert (eleven.engine_version, twelve.engine_version) == (11, 12)
+    for e in range(2):
+        for name, p in _params(eleven, e).items():
+            assert torch.equal(p, _params(twelve, e)[name]), name
+    # the readings: float rounding apart (the kernel's forward, not engine 10's), the same
+    # accuracies; and the logits are the kernel's own, not engine 10's
+    got, want = twelve.compute_metrics(), eleven.compute_metrics()
+    for key, v in want.items():
+        tol = 0.0 if key[1].endswith("acc") else 1e-6
+        torch.testing.assert_close(got[key], v, rtol=0, atol=tol, msg=str(key))
+    x = twelve.data.val_x
+    with torch.no_grad():
+        native = twelve.model(x)
+        eleven.model.engine = 11
+        lane = eleven.model(x)
+        assert torch.equal(native, tile_step.tile_logits(twelve.model, x))
+    torch.testing.assert_close(native, lane, rtol=0, atol=1e-5)
+    assert not torch.equal(native, lane)
+    # a lab begun under engine 11 resumes under --engine 11 only
+    lab = Lab(tmp_path / "lab", create=True)
+    cfg = configs[0].model_copy(update={"epochs": 6})
+    state = eleven.member_state(0)
+    lab.save_checkpoint(cfg.run_id, state)
+    with pytest.raises(StoreError, match="engine version 11.*engine version 12"):
+        train_chunk([cfg], {cfg.run_id: state}, lab, Settings())
+    assert train_chunk([cfg], {cfg.run_id: state}, lab, ELEVEN)[0].get("failed_reason") is None
+
+
+def test_an_engine_10_run_is_refused_under_the_default(tmp_path):
     lab = Lab(tmp_path / "lab", create=True)
     cfg = MPSPRunConfig(**SMALL, n_train=300, epochs=4, seed=0)
     done = _fit([cfg.model_copy(update={"epochs": 2})], TEN)
     state = done.member_state(0)
     lab.save_checkpoint(cfg.run_id, state)
-    with pytest.raises(StoreError, match="engine version 10.*engine version 11"):
+    with pytest.raises(StoreError, match="engine version 10.*engine version 12"):
         train_chunk([cfg], {cfg.run_id: state}, lab, Settings())
     summaries = train_chunk([cfg], {cfg.run_id: state}, lab, TEN)  # under its own engine
     assert summaries[0].get("failed_reason") is None
@@ -131,14 +167,14 @@ def test_in_bf16_a_member_equals_its_solo_run_and_an_engine_10_bf16_run_is_refus
     state = _fit([configs[0].model_copy(update={"epochs": 2})],
                  Settings(engine="10", precision="bf16")).member_state(0)
     lab.save_checkpoint(cfg.run_id, state)
-    with pytest.raises(StoreError, match="engine version 10.*engine version 11"):
+    with pytest.raises(StoreError, match="engine version 10.*engine version 12"):
         train_chunk([cfg], {cfg.run_id: state}, lab, bf16)
 
 
 def test_a_gelu_model_trains_with_engine_10_and_says_so():
     cfg = MPSPRunConfig(**{**SMALL, "act": "gelu"})
     tile_step.notice_fallback.cache_clear()
-    with pytest.warns(RuntimeWarning, match="engine 11 unavailable .*ReLU MLP only.*engine 10"):
+    with pytest.warns(RuntimeWarning, match="engine 12 unavailable .*ReLU MLP only.*engine 10"):
         assert MPSPTrainer([cfg]).engine_version == SIZED_PASS_ENGINE
     with pytest.raises(UserError, match="^--engine: 11 is not allowed .*allowed: eager"):
         MPSPTrainer([cfg], ELEVEN)
@@ -149,8 +185,10 @@ def test_a_task_with_a_loss_of_its_own_is_refused():
         def loss(self, x, y, denom):
             return super().loss(x, y, denom) * 2
 
-    with pytest.raises(UserError, match="^--engine: 11 computes the cross-entropy only"):
+    with pytest.raises(UserError, match="^--engine: 12 computes the cross-entropy only"):
         OwnLoss([MPSPRunConfig(**SMALL)])
+    with pytest.raises(UserError, match="^--engine: 11 computes the cross-entropy only"):
+        OwnLoss([MPSPRunConfig(**SMALL)], ELEVEN)
     assert OwnLoss([MPSPRunConfig(**SMALL)], TEN).engine_version == SIZED_PASS_ENGINE
     # sparse parity's transformer has its own loss: it keeps the lane engine, 11 not offered
     cfg = SparseParityRunConfig(n_bits=10, k=3, model="transformer", layers=1, heads=2,

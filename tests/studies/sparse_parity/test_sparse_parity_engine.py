@@ -75,13 +75,13 @@ def test_aligned_rows_give_a_member_the_same_softplus_in_any_ensemble():
     torch.testing.assert_close(alone, torch.nn.functional.softplus(t[:1]))  # same function
 
 
-def test_the_mlp_has_engine_6_its_transformer_10_and_study_s_11():
-    # study S's runs train with engine 11, whose step is the transformer's own with the
+def test_the_mlp_has_engine_6_its_transformer_10_and_study_s_12():
+    # study S's runs train with engine 12, whose step is the transformer's own with the
     # cross-entropy; sparse parity's transformer, with a loss of its own, keeps the lane engine
     assert ENGINE_MLP == 6 != ENGINE_VERSION == 4
-    assert eager_engine(MLP) == 6 and eager_engine(TRANSFORMER) == 10 and eager_engine(S_RUN) == 11
+    assert eager_engine(MLP) == 6 and eager_engine(TRANSFORMER) == 10 and eager_engine(S_RUN) == 12
     assert engines_for(MLP) == {"eager": 6, "compiled": COMPILED_ENGINE, "6": 6, "5": 5}
-    assert engine_in_use(Settings(), MLP) == 6 and engine_in_use(Settings(), S_RUN) == 11
+    assert engine_in_use(Settings(), MLP) == 6 and engine_in_use(Settings(), S_RUN) == 12
     trainer = SparseParityTrainer([MLP])
     assert trainer.engine_version == trainer.model.engine == 6 and trainer.aligned_loss
     assert trainer.member_state(0)["engines"] == [[0, 6]]
@@ -113,7 +113,7 @@ def test_runs_record_their_models_engine_version(tmp_path):
     assert {rid: r["status"] for rid, r in rows.items()} == dict.fromkeys(rows, "done")
     assert rows[MLP.run_id]["engine_version"] == ENGINE_MLP
     assert rows[TRANSFORMER.run_id]["engine_version"] == 10
-    assert rows[S_RUN.run_id]["engine_version"] == 11
+    assert rows[S_RUN.run_id]["engine_version"] == 12
     assert lab.load_checkpoint(MLP.run_id)["engine_version"] == ENGINE_MLP
 
 
