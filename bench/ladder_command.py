@@ -7,15 +7,16 @@ timed from start to exit, alternating:
 (a) ``python bench/naive_train.py``: a plain nn.Module + torch.optim.AdamW script, seeds one
     after another, evaluating train / val / adv on the same schedule (what a user writes);
 (b) ``rulelab train mpsp`` with the rung's flags into a fresh lab: everything it does (data,
-    evaluations, metrics, checkpoints, registry), the default engine (11: the transformer's
-    step depth first, :mod:`rulelab.models.tile_step`) — chunks side by side, one per core;
+    evaluations, metrics, checkpoints, registry), the default engine (12: the transformer's
+    step depth first, :mod:`rulelab.models.tile_step`, evaluated through its own forward) —
+    chunks side by side, one per core;
 (c) the same with ``--engine compiled`` (engine 5); its first run fills inductor's on-disk
     cache, so it is timed once cold (printed) and then warm (as is (g));
 (d) the same with ``--engine 7`` (the transformer's eager engine before 8);
 (e) the same with ``--engine 4`` (before 7); (h) with ``--engine 8`` (before 9); (i) with
     ``--engine 9`` (before 10: engine 10's kernels in passes of 512); (j) with ``--engine 10``
     (before 11: op by op, in passes sized to the model);
-(f) the default engine with ``--precision bf16`` (engine 11's bf16 matmuls, VDPBF16PS; allowed
+(f) the default engine with ``--precision bf16`` (engine 12's bf16 matmuls, VDPBF16PS; allowed
     where the CPU multiplies bf16 natively: AMX or AVX-512-BF16; refused elsewhere); (g) the
     compiled engine with ``--precision bf16``.
 Prints wall seconds, seed-epochs per second and the ratio to (a). Run on an idle machine.
@@ -91,9 +92,9 @@ def main() -> None:
                     cmd = commands(rung, args.seeds, args.epochs, f"{tmp}/lab")[path]
                     walls[path].append(timed(cmd, env))
         med = {p: statistics.median(w) for p, w in walls.items() if w}
-        names = {"a": "(a) plain per-seed script", "b": "(b) rulelab train (engine 11)",
+        names = {"a": "(a) plain per-seed script", "b": "(b) rulelab train (engine 12)",
                  "c": "(c) rulelab --engine compiled", "d": "(d) rulelab --engine 7",
-                 "e": "(e) rulelab --engine 4", "f": "(f) rulelab bf16 (engine 11)",
+                 "e": "(e) rulelab --engine 4", "f": "(f) rulelab bf16 (engine 12)",
                  "g": "(g) rulelab compiled bf16", "h": "(h) rulelab --engine 8",
                  "i": "(i) rulelab --engine 9", "j": "(j) rulelab --engine 10"}
         for p, wall in med.items():
