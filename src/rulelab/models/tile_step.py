@@ -1,4 +1,4 @@
-"""The transformer's training step depth first, tile by tile (engine 11, issue 25).
+"""The transformer's training step depth first, tile by tile (engines 11 and 12, issue 25).
 
 Engines 7–10 run a pass of hundreds of examples op by op: each op reads what the one before
 wrote megabytes earlier, from L3 or memory (bench/cold_kernels.py), so their step is bound by
@@ -12,7 +12,10 @@ rounding (closer to float64's than PyTorch's float32 autograd is: tests/engine/m
 test_tile_step.py), not engine 10's bits: a new engine version.
 
 It computes the model of :class:`~rulelab.models.transformer.EnsembleTransformer` with a ReLU
-MLP (or none), LayerNorms (or none), fp32; :func:`unsupported` says why not where it cannot.
+MLP (or none), LayerNorms (or none), in fp32, or with its weight matmuls in bf16 under bf16
+autocast where the kernel was built for AVX-512-BF16 (:func:`computes_bf16`); :func:`unsupported`
+says why not where it cannot. Engine 12 also evaluates through the kernel's forward alone
+(:func:`tile_logits`).
 """
 
 from __future__ import annotations
