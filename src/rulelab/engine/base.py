@@ -180,13 +180,15 @@ class EnsembleTrainerBase(ABC):
         if v not in getattr(self.model, "step_engines", ()):
             raise UserError(f"--engine: {v} is not allowed for this {task} model: it does not "
                             f"compute its own training step; use --engine eager")
+        # the model's own eager engine computes any loss and precision (the transformer's: 10)
+        other = getattr(self.model, "eager_engine", None)
+        hint = f"--engine {other}" if other not in (None, v) else "--engine compiled"
         if type(self).loss is not EnsembleTrainerBase.loss:
             raise UserError(f"--engine: {v} computes the cross-entropy only, and {task} runs "
-                            "train with a loss of their own; use --engine eager")
+                            f"train with a loss of their own; use {hint}")
         why = self.model.step_unsupported(self.options)
         if why is not None:
-            raise UserError(f"--engine: {v} cannot train these {task} runs ({why}); use "
-                            "--engine eager")
+            raise UserError(f"--engine: {v} cannot train these {task} runs ({why}); use {hint}")
         return self.model.step_loss
 
     @property

@@ -143,7 +143,8 @@ def test_an_engine_10_run_is_refused_under_the_default(tmp_path):
 
 def test_bf16_from_a_kernel_without_it_is_refused_naming_the_flag(monkeypatch):
     monkeypatch.setattr(tile_step, "computes_bf16", lambda: False)
-    with pytest.raises(UserError, match="^--engine: 11 .*not built for AVX-512-BF16.*--engine"):
+    with pytest.raises(UserError, match="^--engine: 11 .*not built for AVX-512-BF16.*; use "
+                                        "--engine 10$"):
         MPSPTrainer([MPSPRunConfig(**SMALL)], Settings(engine="11", precision="bf16"))
 
 
@@ -185,7 +186,9 @@ def test_a_task_with_a_loss_of_its_own_is_refused():
         def loss(self, x, y, denom):
             return super().loss(x, y, denom) * 2
 
-    with pytest.raises(UserError, match="^--engine: 12 computes the cross-entropy only"):
+    # the default is a step engine too: the line names the engine that computes any loss
+    with pytest.raises(UserError, match="^--engine: 12 computes the cross-entropy only.*; use "
+                                        "--engine 10$"):
         OwnLoss([MPSPRunConfig(**SMALL)])
     with pytest.raises(UserError, match="^--engine: 11 computes the cross-entropy only"):
         OwnLoss([MPSPRunConfig(**SMALL)], ELEVEN)
