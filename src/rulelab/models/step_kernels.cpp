@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 #include <algorithm>
+#include <type_traits>
 
 #if defined(__AVX512F__) || defined(__FMA__)
 #include <immintrin.h>
@@ -132,24 +133,44 @@ inline void gemm_block(const float* A, int64_t ao, int64_t ai, const float* X, i
     for (int w = 0; w < NV; ++w) st(Y + (o0 + u) * ldy + r + w * LW, c[u][w]);
 }
 
-template <int MO>
-inline void gemm_rows(const float* A, int64_t ao, int64_t ai, const float* X, int64_t ldx,
-                      float* Y, int64_t ldy, int64_t o0, int64_t k, int64_t R,
-                      const float* bias, bool acc) {
-  int64_t r = 0;
-  for (; r + GEMM_V * LW <= R; r += GEMM_V * LW)
-    gemm_block<MO, GEMM_V>(A, ao, ai, X, ldx, Y, ldy, o0, k, r, bias, acc);
-  for (; r < R; r += LW) gemm_block<MO, 1>(A, ao, ai, X, ldx, Y, ldy, o0, k, r, bias, acc);
+template <int N>
+using Int = std::integral_constant<int, N>;
+
+// A product's register blocks over m outputs × R rows, in one fixed order:
+// block(Int<MO>{}, Int<NV>{}, o0, r) for blocks of MO outputs × NV vectors of rows.
+template <class Block>
+inline void gemm_blocks(int64_t m, int64_t R, Block&& block) {
+  auto rows = [&](auto mo, int64_t o) {
+    int64_t r = 0;
+    for (; r + GEMM_V * LW <= R; r += GEMM_V * LW) block(mo, Int<GEMM_V>{}, o, r);
+    for (; r < R; r += LW) block(mo, Int<1>{}, o, r);
+  };
+  int64_t o = 0;
+  for (; o + GEMM_O <= m; o += GEMM_O) rows(Int<GEMM_O>{}, o);
+  for (; o + 4 <= m; o += 4) rows(Int<4>{}, o);
+  for (; o < m; ++o) rows(Int<1>{}, o);
+}
+
+// A gram's register blocks over m × k sums: block(Int<MO>{}, Int<MI>{}, o0, i0).
+template <class Block>
+inline void gram_blocks(int64_t m, int64_t k, Block&& block) {
+  auto inputs = [&](auto mo, int64_t o) {
+    int64_t i = 0;
+    for (; i + GRAM_I <= k; i += GRAM_I) block(mo, Int<GRAM_I>{}, o, i);
+    for (; i < k; ++i) block(mo, Int<1>{}, o, i);
+  };
+  int64_t o = 0;
+  for (; o + GRAM_O <= m; o += GRAM_O) inputs(Int<GRAM_O>{}, o);
+  for (; o < m; ++o) inputs(Int<1>{}, o);
 }
 
 void gemm(const float* A, int64_t ao, int64_t ai, const float* X, int64_t ldx, float* Y,
           int64_t ldy, int64_t m, int64_t k, int64_t R, const float* bias, bool acc) {
   RL_CLOCK(rl_mm_cycles);
-  int64_t o = 0;
-  for (; o + GEMM_O <= m; o += GEMM_O)
-    gemm_rows<GEMM_O>(A, ao, ai, X, ldx, Y, ldy, o, k, R, bias, acc);
-  for (; o + 4 <= m; o += 4) gemm_rows<4>(A, ao, ai, X, ldx, Y, ldy, o, k, R, bias, acc);
-  for (; o < m; ++o) gemm_rows<1>(A, ao, ai, X, ldx, Y, ldy, o, k, R, bias, acc);
+  gemm_blocks(m, R, [&](auto mo, auto nv, int64_t o, int64_t r) {
+    gemm_block<decltype(mo)::value, decltype(nv)::value>(A, ao, ai, X, ldx, Y, ldy, o, k, r,
+                                                         bias, acc);
+  });
 }
 
 #if defined(__AVX512F__)
@@ -215,18 +236,9 @@ inline void gram_block(const float* D, int64_t ldd, const float* X, int64_t ldx,
 void gram(const float* D, int64_t ldd, int64_t m, const float* X, int64_t ldx, int64_t k,
           int64_t R, float* G, int64_t go, int64_t gi) {
   RL_CLOCK(rl_mm_cycles);
-  int64_t o = 0;
-  for (; o + GRAM_O <= m; o += GRAM_O) {
-    int64_t i = 0;
-    for (; i + GRAM_I <= k; i += GRAM_I)
-      gram_block<GRAM_O, GRAM_I>(D, ldd, X, ldx, R, G, go, gi, o, i);
-    for (; i < k; ++i) gram_block<GRAM_O, 1>(D, ldd, X, ldx, R, G, go, gi, o, i);
-  }
-  for (; o < m; ++o) {
-    int64_t i = 0;
-    for (; i + GRAM_I <= k; i += GRAM_I) gram_block<1, GRAM_I>(D, ldd, X, ldx, R, G, go, gi, o, i);
-    for (; i < k; ++i) gram_block<1, 1>(D, ldd, X, ldx, R, G, go, gi, o, i);
-  }
+  gram_blocks(m, k, [&](auto mo, auto mi, int64_t o, int64_t i) {
+    gram_block<decltype(mo)::value, decltype(mi)::value>(D, ldd, X, ldx, R, G, go, gi, o, i);
+  });
 }
 
 // g[o] += Σ_r D[o][r]
@@ -307,24 +319,13 @@ inline void gemm_bf16_block(const uint32_t* Ap, int64_t kp, const uint32_t* X, i
     for (int w = 0; w < NV; ++w) st(Y + (o0 + u) * ldy + r + w * LW, (vf)c[u][w]);
 }
 
-template <int MO>
-inline void gemm_bf16_rows(const uint32_t* Ap, int64_t kp, const uint32_t* X, int64_t ldx,
-                           float* Y, int64_t ldy, int64_t o0, int64_t R, const float* bias,
-                           bool acc) {
-  int64_t r = 0;
-  for (; r + GEMM_V * LW <= R; r += GEMM_V * LW)
-    gemm_bf16_block<MO, GEMM_V>(Ap, kp, X, ldx, Y, ldy, o0, r, bias, acc);
-  for (; r < R; r += LW) gemm_bf16_block<MO, 1>(Ap, kp, X, ldx, Y, ldy, o0, r, bias, acc);
-}
-
 void gemm_bf16(const uint32_t* Ap, int64_t kp, const uint32_t* X, int64_t ldx, float* Y,
                int64_t ldy, int64_t m, int64_t R, const float* bias, bool acc) {
   RL_CLOCK(rl_mm_cycles);
-  int64_t o = 0;
-  for (; o + GEMM_O <= m; o += GEMM_O)
-    gemm_bf16_rows<GEMM_O>(Ap, kp, X, ldx, Y, ldy, o, R, bias, acc);
-  for (; o + 4 <= m; o += 4) gemm_bf16_rows<4>(Ap, kp, X, ldx, Y, ldy, o, R, bias, acc);
-  for (; o < m; ++o) gemm_bf16_rows<1>(Ap, kp, X, ldx, Y, ldy, o, R, bias, acc);
+  gemm_blocks(m, R, [&](auto mo, auto nv, int64_t o, int64_t r) {
+    gemm_bf16_block<decltype(mo)::value, decltype(nv)::value>(Ap, kp, X, ldx, Y, ldy, o, r,
+                                                              bias, acc);
+  });
 }
 
 // gram's sum with rows of bf16: G[o·go + i·gi] += Σ_r D[o][r] · X[i][r], r < R (a multiple of
@@ -357,19 +358,10 @@ inline void gram_bf16_block(const uint16_t* D, int64_t ldd, const uint16_t* X, i
 void gram_bf16(const uint16_t* D, int64_t ldd, int64_t m, const uint16_t* X, int64_t ldx,
                int64_t k, int64_t R, float* G, int64_t go, int64_t gi) {
   RL_CLOCK(rl_mm_cycles);
-  int64_t o = 0;
-  for (; o + GRAM_O <= m; o += GRAM_O) {
-    int64_t i = 0;
-    for (; i + GRAM_I <= k; i += GRAM_I)
-      gram_bf16_block<GRAM_O, GRAM_I>(D, ldd, X, ldx, R, G, go, gi, o, i);
-    for (; i < k; ++i) gram_bf16_block<GRAM_O, 1>(D, ldd, X, ldx, R, G, go, gi, o, i);
-  }
-  for (; o < m; ++o) {
-    int64_t i = 0;
-    for (; i + GRAM_I <= k; i += GRAM_I)
-      gram_bf16_block<1, GRAM_I>(D, ldd, X, ldx, R, G, go, gi, o, i);
-    for (; i < k; ++i) gram_bf16_block<1, 1>(D, ldd, X, ldx, R, G, go, gi, o, i);
-  }
+  gram_blocks(m, k, [&](auto mo, auto mi, int64_t o, int64_t i) {
+    gram_bf16_block<decltype(mo)::value, decltype(mi)::value>(D, ldd, X, ldx, R, G, go, gi, o,
+                                                              i);
+  });
 }
 #else
 constexpr bool BF16_BUILD = false;
@@ -625,7 +617,7 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
   const MatMul mm{bf16 != 0};
   // the weights as the products read them (in bf16: their pairs, packed once per call)
   Arena wa{scratch};
-  static thread_local BlockWeights bw[MAX_LAYERS];
+  BlockWeights bw[MAX_LAYERS];
   for (int64_t l = 0; l < L; ++l) {
     const float* const* W = P + P_BLOCK0 + l * B_N;
     BlockWeights& w = bw[l];
@@ -648,11 +640,11 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
   const Weight wu = mm.weight(F[F_WU], 1, k, k, d, wa);  // W_U [d][k]
   const Weight wu_t = mm.weight(F[F_WU], k, 1, d, k, wa);
   BlockActs acts[MAX_LAYERS];
+  const int64_t widest = std::max({d, n, f, k, 2 * ((dh + 1) / 2)});  // a converted operand's
   for (int64_t b0 = 0; b0 < B; b0 += tile) {
     const int64_t Bt = std::min(tile, (B - b0 + RL - 1) / RL * RL), R = T * Bt;
     Arena ar{wa.at};
     // in bf16: a product's input and a gram's operand, converted as each call needs them
-    const int64_t widest = std::max({d, n, f, k, 2 * ((dh + 1) / 2)});
     uint32_t* pbuf = mm.bf16 ? ar.take_words((widest + 1) / 2 * R) : nullptr;
     uint16_t* gbuf = mm.bf16 ? ar.take_halves(widest * round32(R)) : nullptr;
     auto keep_rows = [&](int64_t rows, int64_t cols) {  // a kept gram operand's bf16 rows

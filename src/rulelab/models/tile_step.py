@@ -159,6 +159,38 @@ def _check_range(t: torch.Tensor, n: int, what: str) -> None:
         raise IndexError(f"{what} ids must lie in [0, {n}): got {int(t.min())}…{int(t.max())}")
 
 
+def _run(model, x: torch.Tensor, y: torch.Tensor | None, grads, denom: float, bf16: bool,
+         out: torch.Tensor | None) -> torch.Tensor:
+    """One ``rl_step`` call per member of ``x [E, B, n]``: with labels ``y [E, B]``, the loss
+    and the gradients (added to ``grads``, in :func:`parameters`' order); with ``out [E, B, k]``
+    instead, the forward alone, the logits written there. Returns the ``[E]`` losses (0 for a
+    forward alone)."""
+    lib = native()
+    shape = model.cfg
+    tile = tile_examples(shape)
+    full = parameters(model)
+    x = x.to(torch.int64).contiguous()
+    _check_range(x, shape.vocab, "token")  # the kernel reads rows by them: never unchecked
+    if y is not None:
+        y = y.to(torch.int64).contiguous()
+        _check_range(y, shape.label_mod, "label")
+    if bf16 and not computes_bf16():
+        raise RuntimeError("engine 11's kernel multiplies bf16 only where built for "
+                           "AVX-512-BF16; this one was not")
+    E, B = x.shape[:2]
+    scratch = torch.empty(_scratch_floats(lib, shape, tile, bf16))
+    ln = int(model.ln_final is not None)
+    eps = model.ln_final.eps if ln else 1e-5
+    losses = torch.empty(E)
+    for e in range(E):
+        losses[e] = lib.rl_step(
+            *_dims(shape, tile), ln, eps, _addresses(full, e),
+            None if grads is None else _addresses(grads, e), x[e].data_ptr(),
+            None if y is None else y[e].data_ptr(), B, float(denom), scratch.data_ptr(),
+            torch_exp(), VML_MODE, int(bf16), None if out is None else out[e].data_ptr())
+    return losses
+
+
 class TileStep(torch.autograd.Function):
     """``x [E, B, n]`` tokens, ``y [E, B]`` labels, ``denom`` and the model's parameters
     (:func:`parameters`, present ones) → the ``[E]`` losses (cross-entropy sums / ``denom``);
@@ -168,29 +200,8 @@ class TileStep(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, y, denom, model, *params):
-        lib = native()
-        shape = model.cfg
-        tile = tile_examples(shape)
-        full = parameters(model)
-        grads = [None if p is None else torch.zeros_like(p) for p in full]
-        x = x.to(torch.int64).contiguous()
-        y = y.to(torch.int64).contiguous()
-        E, B = x.shape[:2]
-        _check_range(x, shape.vocab, "token")  # the kernel reads rows by them: never unchecked
-        _check_range(y, shape.label_mod, "label")
-        bf16 = in_bf16()
-        if bf16 and lib.rl_step_bf16() != 1:
-            raise RuntimeError("engine 11's kernel multiplies bf16 only where built for "
-                               "AVX-512-BF16; this one was not")
-        scratch = torch.empty(_scratch_floats(lib, shape, tile, bf16))
-        ln = int(model.ln_final is not None)
-        eps = model.ln_final.eps if ln else 1e-5
-        losses = torch.empty(E)
-        for e in range(E):
-            losses[e] = lib.rl_step(*_dims(shape, tile), ln, eps, _addresses(full, e),
-                                    _addresses(grads, e), x[e].data_ptr(), y[e].data_ptr(), B,
-                                    float(denom), scratch.data_ptr(), torch_exp(), VML_MODE,
-                                    int(bf16), None)
+        grads = [None if p is None else torch.zeros_like(p) for p in parameters(model)]
+        losses = _run(model, x, y, grads, denom, in_bf16(), None)
         ctx.grads = [g for g in grads if g is not None]
         return losses
 
@@ -204,23 +215,9 @@ class TileStep(torch.autograd.Function):
 @torch.no_grad()
 def tile_logits(model, x: torch.Tensor) -> torch.Tensor:
     """The logits ``[E, B, k]`` of ``x [E, B, n]`` through the kernel's forward alone, in fp32
-    (engine 12's evaluation: the step's own forward, so an evaluated train loss is the one the
-    step computed)."""
-    lib = native()
-    shape = model.cfg
-    tile = tile_examples(shape)
-    full = parameters(model)
-    x = x.to(torch.int64).contiguous()
-    E, B = x.shape[:2]
-    _check_range(x, shape.vocab, "token")
-    scratch = torch.empty(_scratch_floats(lib, shape, tile))
-    ln = int(model.ln_final is not None)
-    eps = model.ln_final.eps if ln else 1e-5
-    out = torch.empty(E, B, shape.label_mod)
-    for e in range(E):
-        lib.rl_step(*_dims(shape, tile), ln, eps, _addresses(full, e), None, x[e].data_ptr(),
-                    None, B, 1.0, scratch.data_ptr(), torch_exp(), VML_MODE, 0,
-                    out[e].data_ptr())
+    (engine 12's evaluation: the bits the step's own forward computes)."""
+    out = torch.empty(*x.shape[:2], model.cfg.label_mod)
+    _run(model, x, None, None, 1.0, False, out)
     return out
 
 

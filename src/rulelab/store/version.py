@@ -101,8 +101,8 @@ before engine versions existed carries none and reads as version 1.
   stored run's predictions) through the same kernel's forward (``rl_step`` with ``out``:
   :func:`rulelab.models.tile_step.tile_logits`), where engine 11 evaluates with engine 10's
   op-by-op forward. The trained weights are engine 11's bits; the metric rows differ at float
-  rounding (an evaluated train loss is now the one the step computed), and an evaluation costs
-  about a third of a training step per example instead of 1.5–2 steps. Engine 11 stays
+  rounding (the logits evaluated are the bits the step's forward computes), and an evaluation
+  costs 2.0 training epochs instead of 5.1 (4 members at the ladder's 2k rung). Engine 11 stays
   computable (``--engine 11``), and a lab begun under 11 resumes under ``--engine 11`` only.
   Everything else as engine 11 (bf16 where the CPU has AVX-512-BF16; engine 10 with one
   notice where its kernel cannot run).
@@ -138,6 +138,8 @@ STEP_ENGINES = (11, 12)
 CPU_ONLY_ENGINES = {7: 4, 8: 4, 9: 4, 10: 4, 11: 4, 12: 4}
 _GIT_TIMEOUT_S = 5.0
 
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
 
 def computes_precision(engine: int, precision: str, cpu_flags: frozenset[str]) -> bool:
     """Whether eager engine ``engine`` computes ``precision`` itself on a CPU with these
@@ -145,7 +147,6 @@ def computes_precision(engine: int, precision: str, cpu_flags: frozenset[str]) -
     if precision == "fp32" or engine not in FP32_ONLY_ENGINES:
         return True
     return precision == "bf16" and BF16_ENGINES.get(engine) in cpu_flags
-_PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 
 def engine_of(state: dict | None) -> int:
