@@ -5,7 +5,10 @@
    batch 16,384, val / adv 4,096 each): for each precision and ensemble size E, one warm-up
    epoch, EPOCHS timed epochs, one timed evaluation → s/epoch, seed-epochs/s (the evaluation
    amortized over eval_every = 10 epochs), TFLOP/s (3 × forward matmul FLOPs, as the planner
-   counts), peak memory per member beside the planner's estimate.
+   counts), peak memory per member beside the planner's estimate; then the same for the
+   compiled engine (``--engine compiled``, engine 5: each pass's forward and backward fused by
+   ``torch.compile``, Triton kernels on CUDA) at S_COMPILED_MEMBERS, its compile in the
+   warm-up column.
 3. Study M at P = 113, width 4097, train fraction 0.8 (the widest run of the paper recipe):
    the same, per full-batch step.
 4. Projection of each paper-scale recipe (studies/*/recipes/) on this device: the planner's
@@ -16,7 +19,8 @@
    by the host rather than the device).
 
 Sizes come from the environment (bench/gpu_check.sh sets them; DEVICE=cpu gives a smoke run):
-DEVICE, EPOCHS, PRECISIONS, S_MEMBERS, S_N_TRAIN, S_N_EVAL, M_MEMBERS, M_P, M_WIDTH,
+DEVICE, EPOCHS, PRECISIONS, S_MEMBERS, S_COMPILED_MEMBERS ("" skips), S_N_TRAIN, S_N_EVAL,
+M_MEMBERS, M_P, M_WIDTH,
 MICRO_BATCH (default: per E, the largest power of two whose E members fit in 60% of the memory
 budget by the planner's estimate, so a GPU makes one pass per epoch wherever that fits; the CPU
 engine's default 512 would make 32 passes of the paper's N = 16,384).
@@ -68,8 +72,9 @@ def micro_batch_for(cfg, members: int) -> int:
     return 64
 
 
-def measure(cfgs, precision: str) -> dict | None:
-    """Time EPOCHS epochs (after a warm-up) and one evaluation of ``cfgs`` as one ensemble."""
+def measure(cfgs, precision: str, engine: str = "eager") -> dict | None:
+    """Time EPOCHS epochs (after a warm-up epoch, which holds the compile under ``compiled``) and
+    one evaluation of ``cfgs`` as one ensemble trained by ``engine``."""
     E = len(cfgs)
     mb = micro_batch_for(cfgs[0], E)
     cost = run_cost(cfgs[0], mb)
@@ -80,9 +85,11 @@ def measure(cfgs, precision: str) -> dict | None:
             torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated() if CUDA else 0
         tr = trainer_class(cfgs[0].task)(cfgs, Settings(device=DEVICE, precision=precision,
-                                                         micro_batch=mb))
+                                                         micro_batch=mb, engine=engine))
+        t = time.perf_counter()
         tr.train_epoch()
         sync()
+        warm_s = time.perf_counter() - t
         t = time.perf_counter()
         for _ in range(EPOCHS):
             tr.train_epoch()
@@ -95,10 +102,14 @@ def measure(cfgs, precision: str) -> dict | None:
         mem = (torch.cuda.max_memory_allocated() - base) / E if CUDA else float("nan")
     except torch.OutOfMemoryError:
         return None
+    except Exception as err:  # a backend that cannot compile here: say so, go on measuring
+        print(f"{precision:>5} {E:>5} {engine}: failed: {type(err).__name__}: "
+              f"{(str(err).splitlines() or [''])[0][:160]}", flush=True)
+        return {"failed": True}
     finally:
         del tr
     every = getattr(cfgs[0], "eval_every", 10)
-    return {"E": E, "epoch_s": epoch_s, "eval_s": eval_s,
+    return {"E": E, "epoch_s": epoch_s, "eval_s": eval_s, "warm_s": warm_s,
             "passes": cost.passes_per_epoch,
             "rate": E / (epoch_s + eval_s / every), "flops": cost.flops_per_epoch,
             "tflops": cost.flops_per_epoch * E / epoch_s / 1e12, "mem": mem,
@@ -119,35 +130,44 @@ def fit_speed(rows: list[dict], note: str) -> Speed | None:
     return Speed(1.0 / inv_f, float(pass_s), note)
 
 
-def table(title: str, cfg_for, members: list[int], unit: str) -> dict[str, Speed | None]:
+def table(title: str, cfg_for, members: list[int], unit: str,
+          engines: dict[str, list[int]] | None = None) -> dict[str, Speed | None]:
+    """Each engine × precision at its ensemble sizes (``engines``: {engine: sizes}; the eager
+    one at ``members``): one row per size, then the fit; keyed ``precision`` for the eager
+    engine, ``engine precision`` for another."""
     print(f"\n{title}")
-    print(f"{'prec':>5} {'E':>5} {'passes':>6} {'s/' + unit:>9} {'seed-' + unit + 's/s':>13} "
-          f"{'TFLOP/s':>8} {'MiB/member':>11} {'est MiB':>8} {'eval s':>7}", flush=True)
+    print(f"{'engine':>8} {'prec':>5} {'E':>5} {'passes':>6} {'s/' + unit:>9} "
+          f"{'seed-' + unit + 's/s':>13} {'TFLOP/s':>8} {'MiB/member':>11} {'est MiB':>8} "
+          f"{'eval s':>7} {'warm s':>7}", flush=True)
     speeds = {}
-    for precision in os.environ.get("PRECISIONS", "fp32 bf16 tf32").split():
-        if precision == "bf16" and not (hardware.native_bf16(DEVICE) or FORCE_BF16):
-            print(f" bf16 skipped: not native on {DEVICE}")
-            continue
-        if precision == "tf32" and not hardware.native_tf32(DEVICE):
-            print(f" tf32 skipped: {DEVICE} has no TF32 tensor cores")
-            continue
-        rows = []
-        for E in members:
-            r = measure([cfg_for(s) for s in range(E)], precision)
-            if r is None:
-                print(f"{precision:>5} {E:>5}  out of memory", flush=True)
+    for engine, sizes in (engines or {"eager": members}).items():
+        for precision in os.environ.get("PRECISIONS", "fp32 bf16 tf32").split():
+            if precision == "bf16" and not (hardware.native_bf16(DEVICE) or FORCE_BF16):
+                print(f" bf16 skipped: not native on {DEVICE}")
                 continue
-            rows.append(r)
-            print(f"{precision:>5} {E:>5} {r['passes']:>6} {r['epoch_s']:9.3f} {r['rate']:13.1f} "
-                  f"{r['tflops']:8.2f} {r['mem'] / 2**20:11.1f} {r['est'] / 2**20:8.1f} "
-                  f"{r['eval_s']:7.2f}", flush=True)
-        # the fit is of compute-bound ensembles: a 1- or 2-member one is bound by the host
-        speeds[precision] = fit_speed([r for r in rows if r["E"] >= 8] or rows,
-                                      f"measured {precision}")
-        if speeds[precision]:
-            sp = speeds[precision]
-            print(f"{precision:>5} fit: {sp.flops / 1e12:.2f} TFLOP/s sustained + "
-                  f"{sp.pass_s * 1e3:.3f} ms a pass")
+            if precision == "tf32" and not hardware.native_tf32(DEVICE):
+                print(f" tf32 skipped: {DEVICE} has no TF32 tensor cores")
+                continue
+            rows = []
+            for E in sizes:
+                r = measure([cfg_for(s) for s in range(E)], precision, engine)
+                if r is None:
+                    print(f"{engine:>8} {precision:>5} {E:>5}  out of memory", flush=True)
+                    continue
+                if r.get("failed"):
+                    break  # the same failure at every size: on to the next precision
+                rows.append(r)
+                print(f"{engine:>8} {precision:>5} {E:>5} {r['passes']:>6} {r['epoch_s']:9.3f} "
+                      f"{r['rate']:13.1f} {r['tflops']:8.2f} {r['mem'] / 2**20:11.1f} "
+                      f"{r['est'] / 2**20:8.1f} {r['eval_s']:7.2f} {r['warm_s']:7.1f}",
+                      flush=True)
+            key = precision if engine == "eager" else f"{engine} {precision}"
+            # the fit is of compute-bound ensembles: a 1- or 2-member one is bound by the host
+            speeds[key] = fit_speed([r for r in rows if r["E"] >= 8] or rows, f"measured {key}")
+            if speeds[key]:
+                sp = speeds[key]
+                print(f"{engine:>8} {precision:>5} fit: {sp.flops / 1e12:.2f} TFLOP/s sustained + "
+                      f"{sp.pass_s * 1e3:.3f} ms a pass", flush=True)
     return speeds
 
 
@@ -165,6 +185,19 @@ def project(path: Path, speeds: dict[str, Speed | None], max_members: int) -> No
     print(f"  {name:<28} {len(configs):>6,} runs {len(chunks):>5} ensembles of ≤ {max_members}"
           f" (micro-batch {mb})"
           f"  {sum(c.flops for c in chunks):9.3g} FLOP  {' | '.join(times) or 'not measured'}")
+
+
+def projections(by_task: dict, only: str | None = None) -> None:
+    """Every paper-scale recipe of the measured tasks (``only``: of that task alone)."""
+    print(f"\nprojection on {DEVICE}: the planner's ensembles (memory: "
+          f"{memory_budget(DEVICE)[1]}), each FLOPs / F + passes × pass_s with the fits above; "
+          "evaluations included", flush=True)
+    for path in recipes():
+        task = load_recipe(path).task
+        if task in by_task:
+            project(path, *by_task[task])
+        elif only is None:
+            print(f"  {path.parent.parent.name}/{path.stem:<16} task {task}: not measured here")
 
 
 def recipes() -> list[Path]:
@@ -197,16 +230,17 @@ def main() -> None:
               s_cfg, s_members, "epoch")
     m = table(f"study M, P = {p}, width {width}, train fraction 0.8, full batch", m_cfg,
               m_members, "step")
-    budget_note = memory_budget(DEVICE)[1]
-    print(f"\nprojection on {DEVICE}: the planner's ensembles (memory: {budget_note}), each "
-          "FLOPs / F + passes × pass_s with the fits above; evaluations included")
     by_task = {"mpsp": (s, max(s_members)), "modular": (m, max(m_members))}
-    for path in recipes():
-        task = load_recipe(path).task
-        if task in by_task:
-            project(path, *by_task[task])
-        else:
-            print(f"  {path.parent.parent.name}/{path.stem:<16} task {task}: not measured here")
+    projections(by_task)
+    # The compiled engine (engine 5: torch.compile of each pass's forward and backward, Triton
+    # on CUDA) beside the eager one, at the sizes the paper recipes' ensembles have (issue 25
+    # goal 5), after the eager projections so that a compile cut by the time limit costs
+    # nothing above; the warm-up column holds its compile.
+    compiled = env_ints("S_COMPILED_MEMBERS", "64 256")
+    if compiled:
+        s.update(table("study S, the same, trained by the compiled engine", s_cfg, compiled,
+                       "epoch", {"compiled": compiled}))
+        projections({"mpsp": (s, max(s_members))}, only="mpsp")
     if CUDA:
         print(f"peak memory allocated: {human_bytes(torch.cuda.max_memory_allocated())}")
 

@@ -5,7 +5,8 @@
 # that every finished stage leaves balanced cells: seed 0 of each cell first (4 runs: a 1L and
 # a 2L ensemble of 2), then seeds 0…SEEDS−1. A stage cut by the time limit leaves its runs at
 # their last checkpoint (every 500 epochs), and `rulelab sweep` resumes them exactly later.
-# The runs have paper.yaml's run ids, so they count for the full recipe too.
+# The runs have paper.yaml's run ids, so they count for the full recipe too. The lab comes back
+# as $OUT/paper-headline-lab.tar.gz (bench/gpu_session.sh): unpack it over results/gpu/.
 #
 #   SLICE_SECONDS=300 bash bench/gpu_paper_slice.sh   # → $LABS/shortcut-saturation-paper-headline
 #   DEVICE=cpu SLICE_SECONDS=60 bash bench/gpu_paper_slice.sh   # smoke: starts, is cut, resumable
@@ -15,6 +16,13 @@ PY=${PY:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH}
 DEVICE=${DEVICE:-cuda}
 LAB=${LABS:-rulelab-runs}/shortcut-saturation-paper-headline
+# The slice so far, committed between sessions (results/gpu/README.md): a fresh $LAB starts as a
+# copy of it, so each GPU session goes on where the last one stopped (not the CPU's smoke run:
+# its runs were trained on CUDA by engine 4, which a CPU run would refuse to resume).
+carried=results/gpu/shortcut-saturation-paper-headline
+if [ "$DEVICE" != cpu ] && [ ! -e "$LAB" ] && [ -d "$carried" ]; then
+  mkdir -p "$(dirname "$LAB")" && cp -r "$carried" "$LAB" && echo "== resuming $carried"
+fi
 deadline=$(( $(date +%s) + ${SLICE_SECONDS:-300} ))
 recipe=src/rulelab/studies/shortcut_saturation/recipes/paper-headline.yaml
 tmp=$(mktemp -d)

@@ -24,15 +24,16 @@ import os
 from dataclasses import dataclass
 
 # Assumed sustained throughputs (FLOP/s). CPU: measured ~60 GFLOP/s for the 2L d=64 ensemble on
-# this 2-core machine (bench/train_throughput.py). GPU: an assumption (≈ 5% of an H100/H200
-# bf16 dense peak, d_model 64 matmuls are small) until bench/gpu_check.sh measures it.
+# this 2-core machine (bench/train_throughput.py). GPU: study S's paper config as measured on one
+# H200 (bench/gpu_check.sh, 2026-12-04: E = 64 and 256, eager; bench/gpu-runs/): 9.65 TFLOP/s
+# fp32, 12.1 bf16, 10.0 tf32, bound by its elementwise work, not its matmuls. Study M's wide MLP
+# ran at twice that (20.5 / 23.9 / 22.2), so its GPU estimates are high by about 2×.
 CPU_FLOPS = 60e9
-# tf32: fp32's until a GPU session measures it (study S there was bound by its elementwise
-# work, not its matmuls: bf16 gained 1.25×, README "On a GPU").
-GPU_FLOPS = {"fp32": 20e12, "bf16": 50e12, "tf32": 20e12}
+GPU_FLOPS = {"fp32": 9.7e12, "bf16": 12e12, "tf32": 10e12}
 # Fixed cost of one forward(+backward) pass of an ensemble, whatever its size: ~3 ms on this CPU
-# (tiny models in the test suite), an assumed ~0.5 ms of kernel launches on a GPU.
-CPU_PASS_S, GPU_PASS_S = 3e-3, 0.5e-3
+# (tiny models in the test suite); on the H200 a 2-member study-S ensemble spent 13 ms (1L) to
+# 38 ms (2L) a pass beyond its FLOPs (kernel launches: the host's cost), and a large one ~0.
+CPU_PASS_S, GPU_PASS_S = 3e-3, 20e-3
 ACTIVATION_SLACK = 1.15
 ROW_BYTES = 100
 GiB = 2**30
@@ -162,8 +163,8 @@ class Speed:
 def speed(device: str, precision: str = "fp32") -> Speed:
     if device.startswith("cuda"):
         return Speed(GPU_FLOPS[precision], GPU_PASS_S,
-                     f"GPU at {GPU_FLOPS[precision] / 1e12:.0f} TFLOP/s {precision} + "
-                     f"{GPU_PASS_S * 1e3:g} ms a pass, assumed")
+                     f"GPU at {GPU_FLOPS[precision] / 1e12:.1f} TFLOP/s {precision} + "
+                     f"{GPU_PASS_S * 1e3:g} ms a pass (study S as measured on one H200)")
     return Speed(CPU_FLOPS, CPU_PASS_S, f"this CPU at {CPU_FLOPS / 1e9:.0f} GFLOP/s + "
                  f"{CPU_PASS_S * 1e3:g} ms a pass")
 
