@@ -14,10 +14,16 @@ multiplies bf16 (AVX-512-BF16: ``--precision bf16``), each width is timed in bot
 alternating, and the fp32/bf16 speed ratio printed.
 
     python bench/tile_profile.py
+    python bench/tile_profile.py --march x86-64-v3   # the kernel's AVX2 build, on this CPU
+
+``--march`` builds the kernel for another target than this CPU (``-march=…``; the same fp32 bits
+on every vector width, tests/engine/models/test_tile_step.py): ``x86-64-v3`` times its AVX2
+build, the one an AVX2-only CPU (an older EPYC) trains with.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ctypes
 import statistics
@@ -38,11 +44,12 @@ WIDTHS = {"2k (24/48)": (24, 48), "4k (32/64)": (32, 64), "8k (48/96)": (48, 96)
           "paper (64/128)": (64, 128)}
 
 
-def timing_build(out: Path) -> ctypes.CDLL:
+def timing_build(out: Path, march: str = "native") -> ctypes.CDLL:
     lib = out / "step_timing.so"
     cxx = native_build.compiler()
-    subprocess.run([cxx, *native_build.FLAGS, "-DRL_TIMING", str(tile_step.SOURCE), "-o",
-                    str(lib)], check=True)
+    flags = [f"-march={march}" if f == "-march=native" else f for f in native_build.FLAGS]
+    subprocess.run([cxx, *flags, "-DRL_TIMING", str(tile_step.SOURCE), "-o", str(lib)],
+                   check=True)
     built = tile_step._declare(ctypes.CDLL(str(lib)))
     built.rl_step_cycles.argtypes = [ctypes.c_void_p]
     built.rl_rdtsc.restype = ctypes.c_ulonglong
@@ -57,15 +64,19 @@ def tsc_hz(lib: ctypes.CDLL) -> float:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--march", default="native", help="the kernel's -march (default native)")
+    march = ap.parse_args().march
     keep_heap()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        lib = timing_build(Path(tmp))
+        lib = timing_build(Path(tmp), march)
         tile_step.native = lambda: lib  # the trainer's path, on the timing build
         cycles = (ctypes.c_ulonglong * 4)()
         hz = tsc_hz(lib)
         precisions = ("fp32", "bf16") if lib.rl_step_bf16() == 1 else ("fp32",)
-        print(f"engine 11, one full-batch step of {N} examples × {E} members, 1 thread")
+        print(f"engine 11, one full-batch step of {N} examples × {E} members, 1 thread; kernel "
+              f"built for -march={march}: {lib.rl_step_vector_bits()}-bit vectors")
         print(f"{'width':<16} {'':>4} {'ms/member':>9} {'matmuls':>8} {'attention':>9} "
               f"{'LayerNorm':>9} {'the rest':>8}   {'non-matmul / whole step':>23}")
         for name, (d, f) in WIDTHS.items():
