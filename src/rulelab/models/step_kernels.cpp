@@ -264,6 +264,31 @@ void bias_grad(const float* D, int64_t ldd, int64_t m, int64_t R, float* g) {
   }
 }
 
+// The attention's sums over a few positions or features, NB of them side by side:
+// out[b] = Σ_j a[j·as] · x[j·xs + b·bs] for b < NB, each an fma chain from 0 in j order. One
+// chain at a time waits on each FMA's latency (4 cycles on Zen 4, a quarter of its rate);
+// side by side, each chain adds the same products in the same order: the same bits.
+template <int NB>
+inline void chains(const float* a, int64_t as, const float* x, int64_t xs, int64_t bs,
+                   int64_t n, vf* out) {
+  vf c[NB];
+  for (int b = 0; b < NB; ++b) c[b] = bc(0.0f);
+  for (int64_t j = 0; j < n; ++j) {
+    const vf av = ld(a + j * as);
+    for (int b = 0; b < NB; ++b) c[b] = fma(av, ld(x + j * xs + b * bs), c[b]);
+  }
+  for (int b = 0; b < NB; ++b) out[b] = c[b];
+}
+
+// out[b] for every b < m, in blocks of 4, then 2, then 1 (chains<NB> for each)
+inline void chains_all(const float* a, int64_t as, const float* x, int64_t xs, int64_t bs,
+                       int64_t n, int64_t m, vf* out) {
+  int64_t b = 0;
+  for (; b + 4 <= m; b += 4) chains<4>(a, as, x + b * bs, xs, bs, n, out + b);
+  for (; b + 2 <= m; b += 2) chains<2>(a, as, x + b * bs, xs, bs, n, out + b);
+  for (; b < m; ++b) chains<1>(a, as, x + b * bs, xs, bs, n, out + b);
+}
+
 // ---- bf16 operands (--precision bf16; AVX-512-BF16 builds only) -----------------------------
 // A weight matmul in bf16 takes both operands rounded to bf16 (to nearest even, as
 // VCVTNE2PS2BF16 rounds) and sums their products in fp32: VDPBF16PS adds two products to each
@@ -586,7 +611,7 @@ int64_t rl_step_bf16() { return BF16_BUILD ? 1 : 0; }
 int64_t rl_step_scratch(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T,
                         int64_t k, int64_t Bt, int64_t bf16) {
   const int64_t R = T * Bt, n = H * dh, pad = 16;
-  int64_t total = d * R + T * T * LW + 2 * pad;  // embedding, a block's scores
+  int64_t total = d * R + T * T * LW + dh * LW + 3 * pad;  // embedding, a block's scores, z
   for (int64_t l = 0; l < L; ++l) {
     const int64_t Rq = (l == L - 1 ? 1 : T) * Bt, Tq = l == L - 1 ? 1 : T;
     total += d * R + 2 * R + n * Rq + 2 * n * R + H * Tq * T * Bt + n * Rq + d * Rq + d * Rq +
@@ -665,6 +690,7 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
       return mm.bf16 ? ar.take_halves(rows * round32(cols)) : nullptr;
     };
     vf* scores = reinterpret_cast<vf*>(ar.take(T * T * LW));  // a block's softmax, [Tq][T]
+    vf* zc = reinterpret_cast<vf*>(ar.take(dh * LW));  // one position's z (dq, dk, dv) in a block
     // ---- forward ---------------------------------------------------------------------------
     float* x0 = ar.take(d * R);
     for (int64_t p = 0; p < T; ++p)
@@ -709,13 +735,10 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
           // every query's scores, less their max, then one exp over them all
           for (int64_t pq = 0; pq < Tq; ++pq) {
             vf* sc = scores + pq * T;
-            for (int64_t pk = 0; pk < T; ++pk) {
-              vf c = bc(0.0f);
-              for (int64_t j = 0; j < dh; ++j)
-                c = fma(ld(A.q + (h * dh + j) * Rq + pq * Bt + bv),
-                        ld(A.kk + (h * dh + j) * R + pk * Bt + bv), c);
-              sc[pk] = c * scale;
-            }
+            // sc[pk] = Σ_j q[j] · k[j][pk], the keys side by side
+            chains_all(A.q + h * dh * Rq + pq * Bt + bv, Rq, A.kk + h * dh * R + bv, R, Bt, dh,
+                       T, sc);
+            for (int64_t pk = 0; pk < T; ++pk) sc[pk] = sc[pk] * scale;
             vf mx = sc[0];
             for (int64_t pk = 1; pk < T; ++pk) mx = vmaxf(mx, sc[pk]);
             for (int64_t pk = 0; pk < T; ++pk) sc[pk] -= mx;
@@ -729,12 +752,10 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
             for (int64_t pk = 0; pk < T; ++pk) sc[pk] /= sum;
             float* pp = A.p + ((h * Tq + pq) * T) * Bt + bv;
             for (int64_t pk = 0; pk < T; ++pk) st(pp + pk * Bt, sc[pk]);
-            for (int64_t j = 0; j < dh; ++j) {
-              vf c = bc(0.0f);
-              for (int64_t pk = 0; pk < T; ++pk)
-                c = fma(sc[pk], ld(A.v + (h * dh + j) * R + pk * Bt + bv), c);
-              st(A.z + (h * dh + j) * Rq + pq * Bt + bv, c);
-            }
+            // z[j] = Σ_pk p[pk] · v[j][pk], the features side by side
+            chains_all(reinterpret_cast<const float*>(sc), LW, A.v + h * dh * R + bv, Bt, R, T,
+                       dh, zc);
+            for (int64_t j = 0; j < dh; ++j) st(A.z + (h * dh + j) * Rq + pq * Bt + bv, zc[j]);
           }
         }
       }
@@ -860,33 +881,26 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
             const float* pp = A.p + ((h * Tq + pq) * T) * Bt + bv;
             vf* ds = dss + pq * T;
             vf dot = bc(0.0f);
-            for (int64_t pk = 0; pk < T; ++pk) {
-              vf c = bc(0.0f);
-              for (int64_t j = 0; j < dh; ++j)
-                c = fma(ld(dz + (h * dh + j) * Rq + pq * Bt + bv),
-                        ld(A.v + (h * dh + j) * R + pk * Bt + bv), c);
-              ds[pk] = c;
-              dot = fma(ld(pp + pk * Bt), c, dot);
-            }
+            // ds[pk] = Σ_j dz[j] · v[j][pk], the keys side by side; then Σ p·ds in key order
+            chains_all(dz + h * dh * Rq + pq * Bt + bv, Rq, A.v + h * dh * R + bv, R, Bt, dh, T,
+                       ds);
+            for (int64_t pk = 0; pk < T; ++pk) dot = fma(ld(pp + pk * Bt), ds[pk], dot);
             for (int64_t pk = 0; pk < T; ++pk) ds[pk] = ld(pp + pk * Bt) * (ds[pk] - dot) * scale;
-            for (int64_t j = 0; j < dh; ++j) {
-              vf c = bc(0.0f);
-              for (int64_t pk = 0; pk < T; ++pk)
-                c = fma(ds[pk], ld(A.kk + (h * dh + j) * R + pk * Bt + bv), c);
-              st(dq + (h * dh + j) * Rq + pq * Bt + bv, c);
-            }
+            // dq[j] = Σ_pk ds[pk] · k[j][pk], the features side by side
+            chains_all(reinterpret_cast<const float*>(ds), LW, A.kk + h * dh * R + bv, Bt, R, T,
+                       dh, zc);
+            for (int64_t j = 0; j < dh; ++j) st(dq + (h * dh + j) * Rq + pq * Bt + bv, zc[j]);
           }
-          for (int64_t pk = 0; pk < T; ++pk)
-            for (int64_t j = 0; j < dh; ++j) {
-              vf cv = bc(0.0f), ck = bc(0.0f);
-              for (int64_t pq = 0; pq < Tq; ++pq) {
-                const float* pp = A.p + ((h * Tq + pq) * T) * Bt + bv;
-                cv = fma(ld(pp + pk * Bt), ld(dz + (h * dh + j) * Rq + pq * Bt + bv), cv);
-                ck = fma(dss[pq * T + pk], ld(A.q + (h * dh + j) * Rq + pq * Bt + bv), ck);
-              }
-              st(dv + (h * dh + j) * R + pk * Bt + bv, cv);
-              st(dk + (h * dh + j) * R + pk * Bt + bv, ck);
-            }
+          // dv[j][pk] = Σ_pq p[pq][pk] · dz[j][pq], dk[j][pk] = Σ_pq ds[pq][pk] · q[j][pq],
+          // the features side by side
+          for (int64_t pk = 0; pk < T; ++pk) {
+            chains_all(A.p + (h * Tq * T + pk) * Bt + bv, T * Bt, dz + h * dh * Rq + bv, Bt, Rq,
+                       Tq, dh, zc);
+            for (int64_t j = 0; j < dh; ++j) st(dv + (h * dh + j) * R + pk * Bt + bv, zc[j]);
+            chains_all(reinterpret_cast<const float*>(dss + pk), T * LW, A.q + h * dh * Rq + bv,
+                       Bt, Rq, Tq, dh, zc);
+            for (int64_t j = 0; j < dh; ++j) st(dk + (h * dh + j) * R + pk * Bt + bv, zc[j]);
+          }
         }
       }
       // q, k, v's weights and biases; the gradient at the LayerNorm's output a
