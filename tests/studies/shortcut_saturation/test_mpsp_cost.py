@@ -28,3 +28,15 @@ def test_paper_scale_member_estimate_matches_measured_order():
     for (layers, heads), measured in (((1, 1), 39), ((2, 2), 61)):
         est = run_cost(MPSPRunConfig(layers=layers, heads=heads, epochs=3)).member_bytes / 2**20
         assert measured / 1.3 < est < measured * 1.3, (layers, heads, est)
+
+
+def test_a_micro_batch_above_the_step_costs_the_step():
+    """A pass holds at most a step's examples (and an evaluation chunk at most a split's): a
+    GPU's micro-batch of 2^19 on the paper's N = 16,384 was once estimated at 24 GB a member,
+    against 1 GB measured on the H200, which shrank the planner's ensembles."""
+    paper = MPSPRunConfig(layers=2, heads=2, epochs=3)
+    full = run_cost(paper, micro_batch=16384, eval_chunk=16384).member_bytes
+    assert run_cost(paper, micro_batch=2**19, eval_chunk=2**19).member_bytes == full
+    assert run_cost(paper, micro_batch=8192).member_bytes < full  # a pass below the step
+    mini = MPSPRunConfig(**TINY, batch_size=32)
+    assert run_cost(mini, micro_batch=4096).member_bytes == run_cost(mini, 32).member_bytes

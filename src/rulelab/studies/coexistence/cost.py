@@ -15,13 +15,14 @@ def modular_cost(c, micro_batch: int, eval_chunk: int) -> RunCost:
     n = c.n_pairs
     fwd = 2 * M * P  # h @ Wᵀ; the U, V "matmuls" are gathers
     params = (2 if not c.tied else 1) * M * P + P * M + P
-    train_act = micro_batch * (4 * M + 3 * P) * 4
-    eval_act = eval_chunk * (2 * M + 3 * P) * 4
+    n_train = round(n * c.train_frac)
+    # a pass holds at most the (full-batch) step's examples, an evaluation chunk all pairs
+    train_act = min(micro_batch, n_train) * (4 * M + 3 * P) * 4
+    eval_act = min(eval_chunk, n) * (2 * M + 3 * P) * 4
     data = n * (2 * 8 + 2 * 8 + 1) * 2
     schedule = tuple(eval_steps(c))
     rows = len(schedule) * 10 * ROW_BYTES
     member = 16 * params + ACTIVATION_SLACK * max(train_act, eval_act) + data + rows
-    n_train = round(n * c.train_frac)
     passes = math.ceil(n_train / micro_batch)
     evals = math.ceil(n_train / eval_chunk) + math.ceil((n - n_train) / eval_chunk)
     return RunCost(int(member), 3 * fwd * n_train, fwd * n, passes, evals, schedule)
@@ -35,7 +36,7 @@ def digits_cost(c, micro_batch: int, eval_chunk: int) -> RunCost:
     h = c.hidden
     params = d_in * h + h * h + h * 10 + 2 * h + 10
     fwd = 2 * (d_in * h + h * h + h * 10)
-    act = micro_batch * (4 * h + d_in + 10) * 4
+    act = min(micro_batch, n_train) * (4 * h + d_in + 10) * 4  # a pass: at most the step
     member = 16 * params + ACTIVATION_SLACK * act + n * (d_in * 4 + 16) * 2
     passes = math.ceil(n_train / micro_batch)
     return RunCost(int(member), 3 * fwd * n_train, fwd * n, passes,
