@@ -121,6 +121,12 @@ class Task:
     # cuts ``cfg``'s steps into, or None (Settings' default): part of the engine's numerics, as
     # engine 10 sizes the transformer's passes to its shape (issue 25). None: no engine does
     pass_examples: str | None = None
+    # The sustained FLOP/s its runs train at on a GPU, by precision, and the fixed cost of a
+    # pass, as measured (bench/gpu_check.sh; the planner's estimate, rulelab.sweep.estimate).
+    # Empty / None: the estimate's default rates.
+    gpu_flops: Mapping[str, float] = field(default_factory=dict)
+    gpu_pass_s: float | None = None
+    gpu_measured: str = ""  # where and when, for the estimate's line ("one H200, 2026-12-04")
 
     def trainer_class(self) -> type:
         return resolve(self.trainer)

@@ -153,7 +153,7 @@ def test_an_estimate_over_an_hour_comes_with_a_warning_line():
 
     cfg = SimpleNamespace(epochs=1000)
     chunk = SimpleNamespace(flops=60e9 * 7200, passes=0, configs=[cfg] * 4, start_epoch=0)
-    plan = SimpleNamespace(chunks=[chunk], n_todo=4, n_done=1, n_failed=0,
+    plan = SimpleNamespace(task="mpsp", chunks=[chunk], n_todo=4, n_done=1, n_failed=0,
                            seed_epochs=lambda: 4000,
                            seconds=lambda speed: speed.seconds(chunk.flops, chunk.passes))
     lines = estimate_lines(plan, Settings())

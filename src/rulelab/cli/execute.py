@@ -126,7 +126,7 @@ def estimate_lines(plan, settings) -> list[str]:
     if not plan.chunks:
         return [f"nothing to train: {plural(plan.n_done, 'run')} done, {plan.n_failed} "
                 "failed before"]
-    on = speed(settings.device, settings.precision)
+    on = speed(settings.device, settings.precision, plan.task)
     seconds = plan.seconds(on)
     before = f"; {plan.n_done} done before" if plan.n_done else ""
     lines = [f"estimate: {human_seconds(seconds)} for {plural(plan.n_todo, 'run')} "

@@ -153,7 +153,8 @@ def _dry_run(the_recipe, recipe, settings, lab, console, describe_plan, make_pla
     given = f" with {' '.join(the_recipe.overrides)}" if the_recipe.overrides else ""
     console.print(f"plan for {recipe}{given} (dry run: nothing written)", markup=False,
                   highlight=False)
-    for line in describe_plan(plan, cpu=speed("cpu"), gpu=speed("cuda", settings.precision)):
+    gpu = speed("cuda", settings.precision, plan.task)
+    for line in describe_plan(plan, cpu=speed("cpu"), gpu=gpu):
         console.print(line, markup=False, highlight=False)
 
 

@@ -24,14 +24,14 @@ import os
 from dataclasses import dataclass
 
 # Assumed sustained throughputs (FLOP/s). CPU: measured ~60 GFLOP/s for the 2L d=64 ensemble on
-# this 2-core machine (bench/train_throughput.py). GPU: study S's paper config as measured on one
-# H200 (bench/gpu_check.sh, 2026-12-04: E = 64 and 256, eager; bench/gpu-runs/): 9.65 TFLOP/s
-# fp32, 12.1 bf16, 10.0 tf32, bound by its elementwise work, not its matmuls. Study M's wide MLP
-# ran at twice that (20.5 / 23.9 / 22.2), so its GPU estimates are high by about 2×.
+# this 2-core machine (bench/train_throughput.py). GPU: a task's own measured rates where its
+# study declares them (``Task.gpu_flops``, ``Task.gpu_pass_s``; bench/gpu_check.sh), else these
+# defaults: the slowest task measured on one H200 (a small transformer's eager step, bound by
+# its elementwise work; a wide MLP ran at twice the rate).
 CPU_FLOPS = 60e9
 GPU_FLOPS = {"fp32": 9.7e12, "bf16": 12e12, "tf32": 10e12}
 # Fixed cost of one forward(+backward) pass of an ensemble, whatever its size: ~3 ms on this CPU
-# (tiny models in the test suite); on the H200 a 2-member study-S ensemble spent 13 ms (1L) to
+# (tiny models in the test suite); on the H200 a 2-member transformer ensemble spent 13 ms (1L) to
 # 38 ms (2L) a pass beyond its FLOPs (kernel launches: the host's cost), and a large one ~0.
 CPU_PASS_S, GPU_PASS_S = 3e-3, 20e-3
 ACTIVATION_SLACK = 1.15
@@ -160,11 +160,19 @@ class Speed:
         return flops / self.flops + passes * self.pass_s
 
 
-def speed(device: str, precision: str = "fp32") -> Speed:
+def speed(device: str, precision: str = "fp32", task: str | None = None) -> Speed:
+    """The planner's speed on ``device`` in ``precision``; on a GPU, ``task``'s measured rates
+    where its study declares them (:class:`rulelab.study.Task`), else the defaults above."""
     if device.startswith("cuda"):
-        return Speed(GPU_FLOPS[precision], GPU_PASS_S,
-                     f"GPU at {GPU_FLOPS[precision] / 1e12:.1f} TFLOP/s {precision} + "
-                     f"{GPU_PASS_S * 1e3:g} ms a pass (study S as measured on one H200)")
+        from rulelab.study_registry import tasks
+
+        spec = tasks().get(task) if task else None
+        flops = (spec.gpu_flops.get(precision) if spec else None) or GPU_FLOPS[precision]
+        pass_s = spec.gpu_pass_s if spec and spec.gpu_pass_s is not None else GPU_PASS_S
+        where = (f"task {task}'s, measured on {spec.gpu_measured}" if spec and spec.gpu_flops
+                 else "the default: the slowest task measured on one H200")
+        return Speed(flops, pass_s, f"GPU at {flops / 1e12:.1f} TFLOP/s {precision} + "
+                     f"{pass_s * 1e3:g} ms a pass ({where})")
     return Speed(CPU_FLOPS, CPU_PASS_S, f"this CPU at {CPU_FLOPS / 1e9:.0f} GFLOP/s + "
                  f"{CPU_PASS_S * 1e3:g} ms a pass")
 

@@ -65,7 +65,7 @@ class LocalExecutor:
         if self.processes is not None:
             self.as_processes = self.processes
             return
-        seconds = plan.seconds(speed_for(settings))
+        seconds = plan.seconds(speed_for(settings, plan.task))
         self.as_processes = seconds > SPAWN_WORTH_SECONDS and not native_steps(plan, settings)
 
     def run(self, specs: Sequence[ChunkSpec], events) -> None:
@@ -82,11 +82,12 @@ class LocalExecutor:
             _side_by_side(list(specs), events, self.workers)
 
 
-def speed_for(settings):
-    """The planner's assumed speed for ``settings``' device and precision."""
+def speed_for(settings, task: str | None = None):
+    """The planner's assumed speed for ``settings``' device and precision (on a GPU, ``task``'s
+    measured rates where its study declares them)."""
     from rulelab.sweep.estimate import speed
 
-    return speed(settings.device, settings.precision)
+    return speed(settings.device, settings.precision, task)
 
 
 def native_steps(plan, settings) -> bool:

@@ -37,6 +37,11 @@ MPSP = Task(
     pass_examples="rulelab.models.passes:pass_examples",  # engine 10: sized to the model
     tl_export=f"{_HERE}.trainer:tl_export",
     cost=mpsp_cost,
+    # bench/gpu_check.sh on one H200 (README "On a GPU"): the paper config's eager step at
+    # E = 64–256; a 2-member 2L ensemble spent ≈ 38 ms a pass beyond its FLOPs
+    gpu_flops={"fp32": 9.7e12, "bf16": 12.1e12, "tf32": 10.0e12},
+    gpu_pass_s=20e-3,
+    gpu_measured="one H200, 2026-12-04",
     views=f"{_HERE}.views:VIEW",
     help="Train MPSP transformers over a grid of values × seeds, packed into ensembles.",
     axes=("layers", "heads", "ratio", "weight_decay", "lr", "data_seed"),
