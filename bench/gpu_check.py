@@ -72,9 +72,9 @@ def micro_batch_for(cfg, members: int) -> int:
     return 64
 
 
-def measure(cfgs, precision: str, engine: str = "eager") -> dict | None:
+def measure(cfgs, precision: str, engine: str = "eager") -> dict | str:
     """Time EPOCHS epochs (after a warm-up epoch, which holds the compile under ``compiled``) and
-    one evaluation of ``cfgs`` as one ensemble trained by ``engine``."""
+    one evaluation of ``cfgs`` as one ensemble trained by ``engine``; or why not, in a line."""
     E = len(cfgs)
     mb = micro_batch_for(cfgs[0], E)
     cost = run_cost(cfgs[0], mb)
@@ -101,11 +101,9 @@ def measure(cfgs, precision: str, engine: str = "eager") -> dict | None:
         eval_s = time.perf_counter() - t
         mem = (torch.cuda.max_memory_allocated() - base) / E if CUDA else float("nan")
     except torch.OutOfMemoryError:
-        return None
+        return "out of memory"
     except Exception as err:  # a backend that cannot compile here: say so, go on measuring
-        print(f"{precision:>5} {E:>5} {engine}: failed: {type(err).__name__}: "
-              f"{(str(err).splitlines() or [''])[0][:160]}", flush=True)
-        return {"failed": True}
+        return f"failed: {type(err).__name__}: {(str(err).splitlines() or [''])[0][:160]}"
     finally:
         del tr
     every = getattr(cfgs[0], "eval_every", 10)
@@ -130,17 +128,16 @@ def fit_speed(rows: list[dict], note: str) -> Speed | None:
     return Speed(1.0 / inv_f, float(pass_s), note)
 
 
-def table(title: str, cfg_for, members: list[int], unit: str,
-          engines: dict[str, list[int]] | None = None) -> dict[str, Speed | None]:
-    """Each engine × precision at its ensemble sizes (``engines``: {engine: sizes}; the eager
-    one at ``members``): one row per size, then the fit; keyed ``precision`` for the eager
-    engine, ``engine precision`` for another."""
+def table(title: str, cfg_for, unit: str, engines: dict[str, list[int]]
+          ) -> dict[str, Speed | None]:
+    """Each engine × precision at its ensemble sizes (``engines``: {engine: sizes}): one row per
+    size, then the fit; keyed ``precision`` for the eager engine, ``engine precision`` else."""
     print(f"\n{title}")
     print(f"{'engine':>8} {'prec':>5} {'E':>5} {'passes':>6} {'s/' + unit:>9} "
           f"{'seed-' + unit + 's/s':>13} {'TFLOP/s':>8} {'MiB/member':>11} {'est MiB':>8} "
           f"{'eval s':>7} {'warm s':>7}", flush=True)
     speeds = {}
-    for engine, sizes in (engines or {"eager": members}).items():
+    for engine, sizes in engines.items():
         for precision in os.environ.get("PRECISIONS", "fp32 bf16 tf32").split():
             if precision == "bf16" and not (hardware.native_bf16(DEVICE) or FORCE_BF16):
                 print(f" bf16 skipped: not native on {DEVICE}")
@@ -151,10 +148,10 @@ def table(title: str, cfg_for, members: list[int], unit: str,
             rows = []
             for E in sizes:
                 r = measure([cfg_for(s) for s in range(E)], precision, engine)
-                if r is None:
-                    print(f"{engine:>8} {precision:>5} {E:>5}  out of memory", flush=True)
-                    continue
-                if r.get("failed"):
+                if isinstance(r, str):
+                    print(f"{engine:>8} {precision:>5} {E:>5}  {r}", flush=True)
+                    if r == "out of memory":
+                        continue
                     break  # the same failure at every size: on to the next precision
                 rows.append(r)
                 print(f"{engine:>8} {precision:>5} {E:>5} {r['passes']:>6} {r['epoch_s']:9.3f} "
@@ -227,9 +224,9 @@ def main() -> None:
     s_members = env_ints("S_MEMBERS", "2 64 256 1024")
     m_members = env_ints("M_MEMBERS", "1 8 64 256")
     s = table(f"study S, paper config 2L2H, N = {n_train:,}, one epoch = one full-batch step",
-              s_cfg, s_members, "epoch")
+              s_cfg, "epoch", {"eager": s_members})
     m = table(f"study M, P = {p}, width {width}, train fraction 0.8, full batch", m_cfg,
-              m_members, "step")
+              "step", {"eager": m_members})
     by_task = {"mpsp": (s, max(s_members)), "modular": (m, max(m_members))}
     projections(by_task)
     # The compiled engine (engine 5: torch.compile of each pass's forward and backward, Triton
@@ -238,8 +235,8 @@ def main() -> None:
     # nothing above; the warm-up column holds its compile.
     compiled = env_ints("S_COMPILED_MEMBERS", "64 256")
     if compiled:
-        s.update(table("study S, the same, trained by the compiled engine", s_cfg, compiled,
-                       "epoch", {"compiled": compiled}))
+        s.update(table("study S, the same, trained by the compiled engine", s_cfg, "epoch",
+                       {"compiled": compiled}))
         projections({"mpsp": (s, max(s_members))}, only="mpsp")
     if CUDA:
         print(f"peak memory allocated: {human_bytes(torch.cuda.max_memory_allocated())}")

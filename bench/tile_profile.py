@@ -47,9 +47,8 @@ WIDTHS = {"2k (24/48)": (24, 48), "4k (32/64)": (32, 64), "8k (48/96)": (48, 96)
 def timing_build(out: Path, march: str = "native") -> ctypes.CDLL:
     lib = out / "step_timing.so"
     cxx = native_build.compiler()
-    flags = [f"-march={march}" if f == "-march=native" else f for f in native_build.FLAGS]
-    subprocess.run([cxx, *flags, "-DRL_TIMING", str(tile_step.SOURCE), "-o", str(lib)],
-                   check=True)
+    subprocess.run([cxx, *native_build.flags(march), "-DRL_TIMING", str(tile_step.SOURCE), "-o",
+                    str(lib)], check=True)
     built = tile_step._declare(ctypes.CDLL(str(lib)))
     built.rl_step_cycles.argtypes = [ctypes.c_void_p]
     built.rl_rdtsc.restype = ctypes.c_ulonglong

@@ -123,9 +123,9 @@ class Task:
     pass_examples: str | None = None
     # The sustained FLOP/s its runs train at on a GPU, by precision, and the fixed cost of a
     # pass, as measured (bench/gpu_check.sh; the planner's estimate, rulelab.sweep.estimate).
-    # Empty / None: the estimate's default rates.
+    # Empty: the slowest rates another task declares.
     gpu_flops: Mapping[str, float] = field(default_factory=dict)
-    gpu_pass_s: float | None = None
+    gpu_pass_s: float = 0.0
     gpu_measured: str = ""  # where and when, for the estimate's line ("one H200, 2026-12-04")
 
     def trainer_class(self) -> type:

@@ -30,6 +30,12 @@ import torch
 # -march=native: the CPU's vector width; -ffp-contract=off: no fused multiply-add the source
 # does not write (so an element rounds the same on any vector width); no errno: sqrt vectorizes.
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC")
+
+
+def flags(march: str = "native") -> tuple[str, ...]:
+    """:data:`FLAGS` with ``-march=march``: a build for another target than this CPU (the
+    kernels' AVX2 build on an AVX-512 CPU, ``x86-64-v3``: the same fp32 bits, another speed)."""
+    return tuple(f"-march={march}" if f == "-march=native" else f for f in FLAGS)
 OFF = "RULELAB_NATIVE=0"
 KEEP = 4  # built libraries kept per kernel family (other sources, compilers, CPUs)
 STALE_TEMP_S = 3600  # a temporary build file older than this was left by a killed build
