@@ -62,13 +62,18 @@ static inline vf fma(vf a, vf b, vf c) {  // a·b + c rounded once
   return r;
 #endif
 }
-// Register blocks of the weight matmuls: outputs × vectors of rows (gemm), outputs × inputs
-// (gram). AVX-512's 32 vector registers hold 8 × 2 and 4 × 4 sums; AVX2's 16 hold 4 × 2 and
-// 2 × 2 (each of 16 lanes in two vectors). The blocking never changes a sum's order.
+// Register blocks of the weight matmuls, at most: outputs × vectors of rows (gemm), outputs ×
+// inputs (gram). AVX-512's 32 vector registers hold 8 × 2 and 4 × 4 sums. AVX2's 16 hold 6 × 2
+// for gemm (12 sums, 2 rows of X and a broadcast weight: 15 registers) and, for gram, 4 × 3 of
+// one vector of lanes at a time (12 sums, 3 rows of X and one of D: 16). Twelve chains of
+// fused multiply-adds are what two FMA units of 5 cycles' latency (Zen 2) need in flight:
+// 4 × 2 gemm blocks ran at 36 GFLOP/s of one Zen 2 core's 88, 6 × 2 at 80; 2 × 2 gram blocks
+// over both vectors of lanes at 46–58, 4 × 3 over one at a time at 68–71. The blocking never
+// changes a sum's order.
 #if defined(__AVX512F__)
 constexpr int GEMM_O = 8, GEMM_V = 2, GRAM_O = 4, GRAM_I = 4;
 #else
-constexpr int GEMM_O = 4, GEMM_V = 2, GRAM_O = 2, GRAM_I = 2;
+constexpr int GEMM_O = 6, GEMM_V = 2, GRAM_O = 4, GRAM_I = 3;
 #endif
 // The sum of 16 lanes held in NH vectors, by a fixed tree: lane j + lane j+8, then j + j+4,
 // j + j+2, j + j+1.
@@ -149,32 +154,47 @@ inline void gemm_block(const float* A, int64_t ao, int64_t ai, const float* X, i
 template <int N>
 using Int = std::integral_constant<int, N>;
 
+// f(Int<n>{}) for a block size 1 ≤ n ≤ MAX known only at run time
+template <int MAX, class F>
+inline void sized(int64_t n, F&& f) {
+  if constexpr (MAX > 1) {
+    if (n < MAX) return sized<MAX - 1>(n, f);
+  }
+  f(Int<MAX>{});
+}
+
+// 0 ≤ start < n in blocks of at most MAX, as even as may be (sizes differ by one at most: 32
+// outputs as 6, 6, 5, 5, 5, 5, not 6 × 5 and two of one, which keep too few sums in flight):
+// f(Int<size>{}, start) for each block in order.
+template <int MAX, class F>
+inline void even_blocks(int64_t n, F&& f) {
+  const int64_t blocks = (n + MAX - 1) / MAX, base = n / std::max<int64_t>(blocks, 1),
+                wide = n - base * blocks;  // the first `wide` blocks hold base + 1
+  int64_t start = 0;
+  for (int64_t j = 0; j < blocks; ++j) {
+    const int64_t size = base + (j < wide ? 1 : 0);
+    sized<MAX>(size, [&](auto sz) { f(sz, start); });
+    start += size;
+  }
+}
+
 // A product's register blocks over m outputs × R rows, in one fixed order:
 // block(Int<MO>{}, Int<NV>{}, o0, r) for blocks of MO outputs × NV vectors of rows.
 template <class Block>
 inline void gemm_blocks(int64_t m, int64_t R, Block&& block) {
-  auto rows = [&](auto mo, int64_t o) {
+  even_blocks<GEMM_O>(m, [&](auto mo, int64_t o) {
     int64_t r = 0;
     for (; r + GEMM_V * LW <= R; r += GEMM_V * LW) block(mo, Int<GEMM_V>{}, o, r);
     for (; r < R; r += LW) block(mo, Int<1>{}, o, r);
-  };
-  int64_t o = 0;
-  for (; o + GEMM_O <= m; o += GEMM_O) rows(Int<GEMM_O>{}, o);
-  for (; o + 4 <= m; o += 4) rows(Int<4>{}, o);
-  for (; o < m; ++o) rows(Int<1>{}, o);
+  });
 }
 
 // A gram's register blocks over m × k sums: block(Int<MO>{}, Int<MI>{}, o0, i0).
 template <class Block>
 inline void gram_blocks(int64_t m, int64_t k, Block&& block) {
-  auto inputs = [&](auto mo, int64_t o) {
-    int64_t i = 0;
-    for (; i + GRAM_I <= k; i += GRAM_I) block(mo, Int<GRAM_I>{}, o, i);
-    for (; i < k; ++i) block(mo, Int<1>{}, o, i);
-  };
-  int64_t o = 0;
-  for (; o + GRAM_O <= m; o += GRAM_O) inputs(Int<GRAM_O>{}, o);
-  for (; o < m; ++o) inputs(Int<1>{}, o);
+  even_blocks<GRAM_O>(m, [&](auto mo, int64_t o) {
+    even_blocks<GRAM_I>(k, [&](auto mi, int64_t i) { block(mo, mi, o, i); });
+  });
 }
 
 void gemm(const float* A, int64_t ao, int64_t ai, const float* X, int64_t ldx, float* Y,
@@ -223,16 +243,19 @@ template <int MO, int MI>
 inline void gram_block(const float* D, int64_t ldd, const float* X, int64_t ldx, int64_t R,
                        float* G, int64_t go, int64_t gi, int64_t o0, int64_t i0) {
   vf c[MO * MI * NH];
-  for (int j = 0; j < MO * MI * NH; ++j) c[j] = bc(0.0f);
-  for (int64_t r = 0; r < R; r += RL)
-    for (int h = 0; h < NH; ++h) {
-      vf x[MI], dv[MO];  // each operand loaded once, into a register (pinned)
-      for (int w = 0; w < MI; ++w) x[w] = pinned(ld(X + (i0 + w) * ldx + r + h * LW));
-      for (int u = 0; u < MO; ++u) dv[u] = pinned(ld(D + (o0 + u) * ldd + r + h * LW));
-      for (int u = 0; u < MO; ++u)
-        for (int w = 0; w < MI; ++w)
-          c[(u * MI + w) * NH + h] = fma(dv[u], x[w], c[(u * MI + w) * NH + h]);
+  for (int h = 0; h < NH; ++h) {  // one vector of the 16 lanes at a time: lanes h·LW, …
+    vf s[MO * MI];
+    for (int j = 0; j < MO * MI; ++j) s[j] = bc(0.0f);
+    for (int64_t r = h * LW; r < R; r += RL) {
+      vf x[MI];  // each operand loaded once, into a register (pinned)
+      for (int w = 0; w < MI; ++w) x[w] = pinned(ld(X + (i0 + w) * ldx + r));
+      for (int u = 0; u < MO; ++u) {
+        const vf dv = pinned(ld(D + (o0 + u) * ldd + r));
+        for (int w = 0; w < MI; ++w) s[u * MI + w] = fma(dv, x[w], s[u * MI + w]);
+      }
     }
+    for (int j = 0; j < MO * MI; ++j) c[j * NH + h] = s[j];
+  }
 #if defined(__AVX512F__)
   if constexpr (MO * MI == 16) {
     const vf s = sums16(c);
