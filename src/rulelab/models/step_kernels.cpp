@@ -182,11 +182,11 @@ inline void even_blocks(int64_t n, F&& f) {
 // block(Int<MO>{}, Int<NV>{}, o0, r) for blocks of MO outputs × NV vectors of rows.
 template <class Block>
 inline void gemm_blocks(int64_t m, int64_t R, Block&& block) {
-  even_blocks<GEMM_O>(m, [&](auto mo, int64_t o) {
-    int64_t r = 0;
-    for (; r + GEMM_V * LW <= R; r += GEMM_V * LW) block(mo, Int<GEMM_V>{}, o, r);
-    for (; r < R; r += LW) block(mo, Int<1>{}, o, r);
-  });
+  int64_t r = 0;
+  for (; r + GEMM_V * LW <= R; r += GEMM_V * LW)
+    even_blocks<GEMM_O>(m, [&](auto mo, int64_t o) { block(mo, Int<GEMM_V>{}, o, r); });
+  for (; r < R; r += LW)
+    even_blocks<GEMM_O>(m, [&](auto mo, int64_t o) { block(mo, Int<1>{}, o, r); });
 }
 
 // A gram's register blocks over m × k sums: block(Int<MO>{}, Int<MI>{}, o0, i0).
@@ -527,54 +527,73 @@ struct MatMul {
   }
 };
 
-// y = LayerNorm(x) over the d features of each row; mean and 1/σ kept per row
+// y = LayerNorm(x) over the d features of each row; mean and 1/σ kept per row. The 16 rows of
+// NH vectors at a time (R is a multiple of 16): each vector's sums are chains of their own, in
+// the same order, so two chains run side by side where AVX2 has two vectors.
 void ln_forward(const float* x, int64_t ldx, float* y, int64_t ldy, float* mean, float* rstd,
                 const float* w, const float* b, int64_t d, int64_t R, float eps) {
   RL_CLOCK(rl_ln_cycles);
   const float inv = 1.0f / static_cast<float>(d);
-  for (int64_t r = 0; r < R; r += LW) {
-    vf s = bc(0.0f);
-    for (int64_t i = 0; i < d; ++i) s += ld(x + i * ldx + r);
-    vf mu = s * inv, v = bc(0.0f);
-    for (int64_t i = 0; i < d; ++i) {
-      vf c = ld(x + i * ldx + r) - mu;
-      v = fma(c, c, v);
-    }
-    vf sd = v * inv + eps;
-    vf rs;
-    for (int l = 0; l < LW; ++l) rs[l] = 1.0f / std::sqrt(sd[l]);
-    st(mean + r, mu);
-    st(rstd + r, rs);
+  for (int64_t r0 = 0; r0 < R; r0 += RL) {
+    vf s[NH], mu[NH], v[NH], rs[NH];
+    for (int h = 0; h < NH; ++h) s[h] = v[h] = bc(0.0f);
     for (int64_t i = 0; i < d; ++i)
-      st(y + i * ldy + r, fma((ld(x + i * ldx + r) - mu) * rs, bc(w[i]), bc(b[i])));
+      for (int h = 0; h < NH; ++h) s[h] += ld(x + i * ldx + r0 + h * LW);
+    for (int h = 0; h < NH; ++h) mu[h] = s[h] * inv;
+    for (int64_t i = 0; i < d; ++i)
+      for (int h = 0; h < NH; ++h) {
+        vf c = ld(x + i * ldx + r0 + h * LW) - mu[h];
+        v[h] = fma(c, c, v[h]);
+      }
+    for (int h = 0; h < NH; ++h) {
+      vf sd = v[h] * inv + eps;
+      for (int l = 0; l < LW; ++l) rs[h][l] = 1.0f / std::sqrt(sd[l]);
+      st(mean + r0 + h * LW, mu[h]);
+      st(rstd + r0 + h * LW, rs[h]);
+    }
+    for (int64_t i = 0; i < d; ++i)
+      for (int h = 0; h < NH; ++h)
+        st(y + i * ldy + r0 + h * LW,
+           fma((ld(x + i * ldx + r0 + h * LW) - mu[h]) * rs[h], bc(w[i]), bc(b[i])));
   }
 }
 
 // dx += the gradient of LayerNorm at x given dy; dw, db += the affine weights' gradients
-// (sums in 16 lanes over the rows, `lanes`: 2·d·NH vectors, added across lanes at the end)
+// (sums in 16 lanes over the rows, `lanes`: 2·d·NH vectors, added across lanes at the end).
+// The 16 rows of NH vectors at a time, as ln_forward.
 void ln_backward(const float* x, int64_t ldx, const float* mean, const float* rstd,
                  const float* dy, int64_t lddy, const float* w, int64_t d, int64_t R,
                  float* dx, int64_t lddx, float* dw, float* db, vf* lanes) {
   RL_CLOCK(rl_ln_cycles);
   const float inv = 1.0f / static_cast<float>(d);
   for (int64_t i = 0; i < 2 * d * NH; ++i) lanes[i] = bc(0.0f);
-  for (int64_t r = 0; r < R; r += LW) {
-    const int64_t h = (r / LW) % NH;  // which vector of the 16 lanes these rows add into
-    vf mu = ld(mean + r), rs = ld(rstd + r), c1 = bc(0.0f), c2 = bc(0.0f);
-    for (int64_t i = 0; i < d; ++i) {
-      vf xh = (ld(x + i * ldx + r) - mu) * rs, g = ld(dy + i * lddy + r);
-      vf gw = g * w[i];
-      c1 += gw;
-      c2 = fma(gw, xh, c2);
-      lanes[i * NH + h] = fma(g, xh, lanes[i * NH + h]);
-      lanes[(d + i) * NH + h] += g;
+  for (int64_t r0 = 0; r0 < R; r0 += RL) {
+    vf mu[NH], rs[NH], c1[NH], c2[NH];
+    for (int h = 0; h < NH; ++h) {
+      mu[h] = ld(mean + r0 + h * LW);
+      rs[h] = ld(rstd + r0 + h * LW);
+      c1[h] = c2[h] = bc(0.0f);
     }
-    c1 *= inv;
-    c2 *= inv;
-    for (int64_t i = 0; i < d; ++i) {
-      vf xh = (ld(x + i * ldx + r) - mu) * rs, gw = ld(dy + i * lddy + r) * w[i];
-      st(dx + i * lddx + r, ld(dx + i * lddx + r) + rs * (gw - c1 - xh * c2));
+    for (int64_t i = 0; i < d; ++i)
+      for (int h = 0; h < NH; ++h) {  // vector h of the rows adds into vector h of the lanes
+        const int64_t r = r0 + h * LW;
+        vf xh = (ld(x + i * ldx + r) - mu[h]) * rs[h], g = ld(dy + i * lddy + r);
+        vf gw = g * w[i];
+        c1[h] += gw;
+        c2[h] = fma(gw, xh, c2[h]);
+        lanes[i * NH + h] = fma(g, xh, lanes[i * NH + h]);
+        lanes[(d + i) * NH + h] += g;
+      }
+    for (int h = 0; h < NH; ++h) {
+      c1[h] *= inv;
+      c2[h] *= inv;
     }
+    for (int64_t i = 0; i < d; ++i)
+      for (int h = 0; h < NH; ++h) {
+        const int64_t r = r0 + h * LW;
+        vf xh = (ld(x + i * ldx + r) - mu[h]) * rs[h], gw = ld(dy + i * lddy + r) * w[i];
+        st(dx + i * lddx + r, ld(dx + i * lddx + r) + rs[h] * (gw - c1[h] - xh * c2[h]));
+      }
   }
   for (int64_t i = 0; i < d; ++i) {
     dw[i] += sum16(lanes + i * NH);
