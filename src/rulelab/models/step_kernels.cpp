@@ -104,6 +104,34 @@ static inline V pinned(V v) {
 }
 static inline vf vmaxf(vf a, vf b) { return a > b ? a : b; }
 
+// The attention's vectors: 16 examples on every build (two registers on AVX2), so that each of
+// its loads reads whole 64-byte lines and the scratch it takes is the same on every vector width.
+// Every op is lane by lane: the same bits as 8-lane vectors.
+constexpr int AW = 16;
+#if defined(__AVX512F__)
+typedef vf va;
+static inline va lda(const float* p) { return ld(p); }
+static inline void sta(float* p, va v) { st(p, v); }
+static inline va bca(float x) { return bc(x); }
+#else
+struct va {  // 16 lanes as two AVX2 vectors
+  vf lo, hi;
+};
+static inline va lda(const float* p) { return {ld(p), ld(p + LW)}; }
+static inline void sta(float* p, va v) { st(p, v.lo); st(p + LW, v.hi); }
+static inline va bca(float x) { return {bc(x), bc(x)}; }
+static inline va fma(va a, va b, va c) { return {fma(a.lo, b.lo, c.lo), fma(a.hi, b.hi, c.hi)}; }
+static inline va vmaxf(va a, va b) { return {vmaxf(a.lo, b.lo), vmaxf(a.hi, b.hi)}; }
+static inline va operator+(va a, va b) { return {a.lo + b.lo, a.hi + b.hi}; }
+static inline va operator-(va a, va b) { return {a.lo - b.lo, a.hi - b.hi}; }
+static inline va operator*(va a, va b) { return {a.lo * b.lo, a.hi * b.hi}; }
+static inline va operator*(va a, float b) { return {a.lo * b, a.hi * b}; }
+static inline va operator/(va a, va b) { return {a.lo / b.lo, a.hi / b.hi}; }
+static inline va& operator+=(va& a, va b) { return a = a + b; }
+static inline va& operator-=(va& a, va b) { return a = a - b; }
+static inline va& operator/=(va& a, va b) { return a = a / b; }
+#endif
+
 typedef void (*vexp_fn)(int n, const float* a, float* r, long long mode);
 
 // RL_TIMING (bench/tile_profile.py's build only): cycles spent in the weight matmuls (gemm
@@ -293,23 +321,23 @@ void bias_grad(const float* D, int64_t ldd, int64_t m, int64_t R, float* g) {
 // side by side, each chain adds the same products in the same order: the same bits.
 template <int NB>
 inline void chains(const float* a, int64_t as, const float* x, int64_t xs, int64_t bs,
-                   int64_t n, vf* out) {
-  vf c[NB];
-  for (int b = 0; b < NB; ++b) c[b] = bc(0.0f);
+                   int64_t n, va* out) {
+  va c[NB];
+  for (int b = 0; b < NB; ++b) c[b] = bca(0.0f);
   for (int64_t j = 0; j < n; ++j) {
-    const vf av = ld(a + j * as);
-    for (int b = 0; b < NB; ++b) c[b] = fma(av, ld(x + j * xs + b * bs), c[b]);
+    const va av = lda(a + j * as);
+    for (int b = 0; b < NB; ++b) c[b] = fma(av, lda(x + j * xs + b * bs), c[b]);
   }
   for (int b = 0; b < NB; ++b) out[b] = c[b];
 }
 
-// out[b] for every b < m, in blocks of 4, then 2, then 1 (chains<NB> for each)
+// out[b] for every b < m, in even blocks of at most CHAINS side by side (chains<NB> for each)
+constexpr int CHAINS = 6;
 inline void chains_all(const float* a, int64_t as, const float* x, int64_t xs, int64_t bs,
-                       int64_t n, int64_t m, vf* out) {
-  int64_t b = 0;
-  for (; b + 4 <= m; b += 4) chains<4>(a, as, x + b * bs, xs, bs, n, out + b);
-  for (; b + 2 <= m; b += 2) chains<2>(a, as, x + b * bs, xs, bs, n, out + b);
-  for (; b < m; ++b) chains<1>(a, as, x + b * bs, xs, bs, n, out + b);
+                       int64_t n, int64_t m, va* out) {
+  even_blocks<CHAINS>(m, [&](auto nb, int64_t b) {
+    chains<decltype(nb)::value>(a, as, x + b * bs, xs, bs, n, out + b);
+  });
 }
 
 // ---- bf16 operands (--precision bf16; AVX-512-BF16 builds only) -----------------------------
@@ -653,14 +681,14 @@ int64_t rl_step_bf16() { return BF16_BUILD ? 1 : 0; }
 int64_t rl_step_scratch(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T,
                         int64_t k, int64_t Bt, int64_t bf16) {
   const int64_t R = T * Bt, n = H * dh, pad = 16;
-  int64_t total = d * R + T * T * LW + dh * LW + 3 * pad;  // embedding, a block's scores, z
+  int64_t total = d * R + T * T * AW + dh * AW + 3 * pad;  // embedding, a block's scores, z
   for (int64_t l = 0; l < L; ++l) {
     const int64_t Rq = (l == L - 1 ? 1 : T) * Bt, Tq = l == L - 1 ? 1 : T;
     total += d * R + 2 * R + n * Rq + 2 * n * R + H * Tq * T * Bt + n * Rq + d * Rq + d * Rq +
              2 * Rq + f * Rq + d * Rq + 16 * pad;
   }
   total += d * Bt + 2 * Bt + k * Bt + k * Bt;               // final LayerNorm, logits, dlogits
-  total += 3 * d * R + d * Bt + 4 * n * R + f * R + T * T * LW + 2 * d * RL + 12 * pad;
+  total += 3 * d * R + d * Bt + 4 * n * R + f * R + T * T * AW + 2 * d * RL + 12 * pad;
   if (bf16) {
     auto pairs = [](int64_t m, int64_t kk) { return m * ((kk + 1) / 2) + 16; };
     const int64_t dp = (dh + 1) / 2;
@@ -731,8 +759,8 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
     auto keep_rows = [&](int64_t rows, int64_t cols) {  // a kept gram operand's bf16 rows
       return mm.bf16 ? ar.take_halves(rows * round32(cols)) : nullptr;
     };
-    vf* scores = reinterpret_cast<vf*>(ar.take(T * T * LW));  // a block's softmax, [Tq][T]
-    vf* zc = reinterpret_cast<vf*>(ar.take(dh * LW));  // one position's z (dq, dk, dv) in a block
+    va* scores = reinterpret_cast<va*>(ar.take(T * T * AW));  // a block's softmax, [Tq][T]
+    va* zc = reinterpret_cast<va*>(ar.take(dh * AW));  // one position's z (dq, dk, dv) in a block
     // ---- forward ---------------------------------------------------------------------------
     float* x0 = ar.take(d * R);
     for (int64_t p = 0; p < T; ++p)
@@ -773,31 +801,31 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
       {
       RL_CLOCK(rl_attn_cycles);
       for (int64_t h = 0; h < H; ++h)
-        for (int64_t bv = 0; bv < Bt; bv += LW) {
+        for (int64_t bv = 0; bv < Bt; bv += AW) {
           // every query's scores, less their max, then one exp over them all
           for (int64_t pq = 0; pq < Tq; ++pq) {
-            vf* sc = scores + pq * T;
+            va* sc = scores + pq * T;
             // sc[pk] = Σ_j q[j] · k[j][pk], the keys side by side
             chains_all(A.q + h * dh * Rq + pq * Bt + bv, Rq, A.kk + h * dh * R + bv, R, Bt, dh,
                        T, sc);
             for (int64_t pk = 0; pk < T; ++pk) sc[pk] = sc[pk] * scale;
-            vf mx = sc[0];
+            va mx = sc[0];
             for (int64_t pk = 1; pk < T; ++pk) mx = vmaxf(mx, sc[pk]);
             for (int64_t pk = 0; pk < T; ++pk) sc[pk] -= mx;
           }
-          vexp(static_cast<int>(Tq * T * LW), reinterpret_cast<float*>(scores),
+          vexp(static_cast<int>(Tq * T * AW), reinterpret_cast<float*>(scores),
                reinterpret_cast<float*>(scores), mode);
           for (int64_t pq = 0; pq < Tq; ++pq) {
-            vf* sc = scores + pq * T;
-            vf sum = sc[0];
+            va* sc = scores + pq * T;
+            va sum = sc[0];
             for (int64_t pk = 1; pk < T; ++pk) sum += sc[pk];
             for (int64_t pk = 0; pk < T; ++pk) sc[pk] /= sum;
             float* pp = A.p + ((h * Tq + pq) * T) * Bt + bv;
-            for (int64_t pk = 0; pk < T; ++pk) st(pp + pk * Bt, sc[pk]);
+            for (int64_t pk = 0; pk < T; ++pk) sta(pp + pk * Bt, sc[pk]);
             // z[j] = Σ_pk p[pk] · v[j][pk], the features side by side
-            chains_all(reinterpret_cast<const float*>(sc), LW, A.v + h * dh * R + bv, Bt, R, T,
+            chains_all(reinterpret_cast<const float*>(sc), AW, A.v + h * dh * R + bv, Bt, R, T,
                        dh, zc);
-            for (int64_t j = 0; j < dh; ++j) st(A.z + (h * dh + j) * Rq + pq * Bt + bv, zc[j]);
+            for (int64_t j = 0; j < dh; ++j) sta(A.z + (h * dh + j) * Rq + pq * Bt + bv, zc[j]);
           }
         }
       }
@@ -882,7 +910,7 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
     float* dv = ar.take(n * R);
     float* dz = ar.take(n * R);
     float* dhid = ar.take(f * R);
-    vf* dss = reinterpret_cast<vf*>(ar.take(T * T * LW));  // a block's score gradients
+    va* dss = reinterpret_cast<va*>(ar.take(T * T * AW));  // a block's score gradients
     for (int64_t l = L - 1; l >= 0; --l) {
       const float* const* W = P + P_BLOCK0 + l * B_N;
       float* const* GW = G + P_BLOCK0 + l * B_N;
@@ -918,30 +946,30 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
       {
       RL_CLOCK(rl_attn_cycles);
       for (int64_t h = 0; h < H; ++h)
-        for (int64_t bv = 0; bv < Bt; bv += LW) {
+        for (int64_t bv = 0; bv < Bt; bv += AW) {
           for (int64_t pq = 0; pq < Tq; ++pq) {
             const float* pp = A.p + ((h * Tq + pq) * T) * Bt + bv;
-            vf* ds = dss + pq * T;
-            vf dot = bc(0.0f);
+            va* ds = dss + pq * T;
+            va dot = bca(0.0f);
             // ds[pk] = Σ_j dz[j] · v[j][pk], the keys side by side; then Σ p·ds in key order
             chains_all(dz + h * dh * Rq + pq * Bt + bv, Rq, A.v + h * dh * R + bv, R, Bt, dh, T,
                        ds);
-            for (int64_t pk = 0; pk < T; ++pk) dot = fma(ld(pp + pk * Bt), ds[pk], dot);
-            for (int64_t pk = 0; pk < T; ++pk) ds[pk] = ld(pp + pk * Bt) * (ds[pk] - dot) * scale;
+            for (int64_t pk = 0; pk < T; ++pk) dot = fma(lda(pp + pk * Bt), ds[pk], dot);
+            for (int64_t pk = 0; pk < T; ++pk) ds[pk] = lda(pp + pk * Bt) * (ds[pk] - dot) * scale;
             // dq[j] = Σ_pk ds[pk] · k[j][pk], the features side by side
-            chains_all(reinterpret_cast<const float*>(ds), LW, A.kk + h * dh * R + bv, Bt, R, T,
+            chains_all(reinterpret_cast<const float*>(ds), AW, A.kk + h * dh * R + bv, Bt, R, T,
                        dh, zc);
-            for (int64_t j = 0; j < dh; ++j) st(dq + (h * dh + j) * Rq + pq * Bt + bv, zc[j]);
+            for (int64_t j = 0; j < dh; ++j) sta(dq + (h * dh + j) * Rq + pq * Bt + bv, zc[j]);
           }
           // dv[j][pk] = Σ_pq p[pq][pk] · dz[j][pq], dk[j][pk] = Σ_pq ds[pq][pk] · q[j][pq],
           // the features side by side
           for (int64_t pk = 0; pk < T; ++pk) {
             chains_all(A.p + (h * Tq * T + pk) * Bt + bv, T * Bt, dz + h * dh * Rq + bv, Bt, Rq,
                        Tq, dh, zc);
-            for (int64_t j = 0; j < dh; ++j) st(dv + (h * dh + j) * R + pk * Bt + bv, zc[j]);
-            chains_all(reinterpret_cast<const float*>(dss + pk), T * LW, A.q + h * dh * Rq + bv,
+            for (int64_t j = 0; j < dh; ++j) sta(dv + (h * dh + j) * R + pk * Bt + bv, zc[j]);
+            chains_all(reinterpret_cast<const float*>(dss + pk), T * AW, A.q + h * dh * Rq + bv,
                        Bt, Rq, Tq, dh, zc);
-            for (int64_t j = 0; j < dh; ++j) st(dk + (h * dh + j) * R + pk * Bt + bv, zc[j]);
+            for (int64_t j = 0; j < dh; ++j) sta(dk + (h * dh + j) * R + pk * Bt + bv, zc[j]);
           }
         }
       }
