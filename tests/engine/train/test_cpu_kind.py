@@ -36,13 +36,14 @@ def test_a_checkpoint_records_the_cpu_and_a_resume_on_the_same_kind_adds_nothing
 
 
 def test_a_resume_on_another_kind_of_cpu_is_said_and_recorded():
+    # as another kind of CPU would have written it: an AVX2-only EPYC's, or (on one) a Xeon's
+    other = next(k for k in ("AuthenticAMD AVX2", "GenuineIntel AVX512") if k != cpu_kernels())
     state = _trained().member_state(0)
-    state["cpus"] = [[0, "AuthenticAMD AVX2"]]  # as an EPYC would have written it
+    state["cpus"] = [[0, other]]
     longer = CFG.model_copy(update={"epochs": 4})
     resumed = MPSPTrainer([longer], Settings())
     with pytest.warns(RuntimeWarning, match=rf"run {longer.run_id} was trained to epoch 2 on a "
-                                            rf"AuthenticAMD AVX2 CPU and resumes on a "
-                                            rf"{cpu_kernels()} one"):
+                                            rf"{other} CPU and resumes on a {cpu_kernels()} one"):
         resumed.load_member_state(0, state)
     resumed.fit()
-    assert resumed.member_state(0)["cpus"] == [[0, "AuthenticAMD AVX2"], [2, cpu_kernels()]]
+    assert resumed.member_state(0)["cpus"] == [[0, other], [2, cpu_kernels()]]
