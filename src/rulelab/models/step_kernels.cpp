@@ -331,13 +331,13 @@ inline void chains(const float* a, int64_t as, const float* x, int64_t xs, int64
   for (int b = 0; b < NB; ++b) out[b] = c[b];
 }
 
-// out[b] for every b < m, in even blocks of at most CHAINS side by side (chains<NB> for each)
-constexpr int CHAINS = 6;
+// out[b] for every b < m, in blocks of 4, then 2, then 1 (chains<NB> for each)
 inline void chains_all(const float* a, int64_t as, const float* x, int64_t xs, int64_t bs,
                        int64_t n, int64_t m, va* out) {
-  even_blocks<CHAINS>(m, [&](auto nb, int64_t b) {
-    chains<decltype(nb)::value>(a, as, x + b * bs, xs, bs, n, out + b);
-  });
+  int64_t b = 0;
+  for (; b + 4 <= m; b += 4) chains<4>(a, as, x + b * bs, xs, bs, n, out + b);
+  for (; b + 2 <= m; b += 2) chains<2>(a, as, x + b * bs, xs, bs, n, out + b);
+  for (; b < m; ++b) chains<1>(a, as, x + b * bs, xs, bs, n, out + b);
 }
 
 // ---- bf16 operands (--precision bf16; AVX-512-BF16 builds only) -----------------------------
