@@ -70,7 +70,10 @@ static inline vf fma(vf a, vf b, vf c) {  // a·b + c rounded once
 // 4 × 2 gemm blocks ran at 36 GFLOP/s of one Zen 2 core's 88, 6 × 2 at 80; 2 × 2 gram blocks
 // over both vectors of lanes at 46–58, 4 × 3 over one at a time at 68–71. The blocking never
 // changes a sum's order.
-#if defined(__AVX512F__)
+// RL_ONE_BY_ONE (tests/engine/models/test_tile_step.py's build only): every block one sum.
+#if defined(RL_ONE_BY_ONE)
+constexpr int GEMM_O = 1, GEMM_V = 1, GRAM_O = 1, GRAM_I = 1;
+#elif defined(__AVX512F__)
 constexpr int GEMM_O = 8, GEMM_V = 2, GRAM_O = 4, GRAM_I = 4;
 #else
 constexpr int GEMM_O = 6, GEMM_V = 2, GRAM_O = 4, GRAM_I = 3;

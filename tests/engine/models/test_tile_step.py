@@ -150,28 +150,46 @@ def test_what_it_cannot_run_is_named():
     assert tile_step.unsupported(_shape()) is None
 
 
+def _build(out, *flags: str) -> ctypes.CDLL:
+    """The kernel built with ``flags`` into ``out``."""
+    done = subprocess.run([native_build.compiler(), *flags, str(tile_step.SOURCE), "-o",
+                           str(out)], capture_output=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return tile_step._declare(ctypes.CDLL(str(out)))
+
+
+def _assert_same_bits(lib: ctypes.CDLL, shape: TransformerShape) -> None:
+    """The loss and every gradient of one step from ``lib`` equal the trainer's own kernel's."""
+    model = _model(shape)
+    x, y = _data(shape, 2, 70)  # a tile of 48 and one of 32 (22 examples, padded)
+    own = _grads(model, tile_step.step_loss, x, y, 70.0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tile_step, "native", lambda: lib)
+        other = _grads(model, tile_step.step_loss, x, y, 70.0)
+    assert torch.equal(own[0], other[0])
+    for n, g in own[1].items():
+        assert torch.equal(g, other[1][n]), n
+
+
 def test_an_avx2_build_gives_the_avx512_builds_bits(tmp_path):
     """The blocking and the vector width never change a sum's order: the kernel built for AVX2
     (8-lane vectors, every sum over rows still in 16 lanes) computes the same bits, here on one
     CPU and one exp."""
     if tile_step.native().rl_step_vector_bits() < 512:
         pytest.skip("this build is not AVX-512's")
-    so = tmp_path / "step_avx2.so"
-    done = subprocess.run([native_build.compiler(), *native_build.flags("haswell"),
-                           str(tile_step.SOURCE), "-o", str(so)], capture_output=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    avx2 = tile_step._declare(ctypes.CDLL(str(so)))
+    avx2 = _build(tmp_path / "step_avx2.so", *native_build.flags("haswell"))
     assert avx2.rl_step_vector_bits() == 256
-    shape = _shape(seq_len=4, d_model=16, d_mlp=24)
-    model = _model(shape)
-    x, y = _data(shape, 2, 70)  # a tile of 48 and one of 32 (22 examples, padded)
-    wide = _grads(model, tile_step.step_loss, x, y, 70.0)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(tile_step, "native", lambda: avx2)
-        narrow = _grads(model, tile_step.step_loss, x, y, 70.0)
-    assert torch.equal(wide[0], narrow[0])
-    for n, g in wide[1].items():
-        assert torch.equal(g, narrow[1][n]), n
+    _assert_same_bits(avx2, _shape(seq_len=4, d_model=16, d_mlp=24))
+
+
+def test_the_register_blocks_give_the_bits_of_one_sum_at_a_time(tmp_path):
+    """The weight matmuls' register blocks (6 × 2 and 4 × 3 on AVX2, 8 × 2 and 4 × 4 on
+    AVX-512, split evenly) never change a sum's order: the kernel built with every block one
+    sum (``-DRL_ONE_BY_ONE``) gives the same loss and gradients, on this CPU's vector width."""
+    one = _build(tmp_path / "step_one_by_one.so", *native_build.FLAGS, "-DRL_ONE_BY_ONE")
+    for name in ("2L, the ladder's 2k widths", "1 head of 20, d_mlp not a multiple of 8",
+                 "3L, 4 heads, 3 classes"):
+        _assert_same_bits(one, SHAPES[name])
 
 
 def test_ids_out_of_range_are_refused_before_the_kernel_reads_them():
