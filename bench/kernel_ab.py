@@ -5,8 +5,9 @@ version).
 Builds ``step_kernels.cpp`` as committed at ``--rev`` (default HEAD) and as it stands in the
 working tree, both for ``--march`` (default native). First the bits: one step's loss, every
 gradient and the forward's logits (fp32; bf16 too where the build multiplies bf16), from both
-builds at the test shapes of tests/engine/models/test_tile_step.py and the ladder's and the
-paper's widths; any difference is printed and the script exits 1. Then the speed: one
+builds at the ladder's and the paper's widths and at variants of study S's model that take the
+other branches (1 and 3 layers, 4 heads, 3 classes, no MLP, no LayerNorm, one head of 20); any
+difference is printed and the script exits 1. Then the speed: one
 full-batch step of 4 members × 2,048 examples of study S's 2-layer model at each width, the
 builds alternating in one process on one thread (the ratio, not the absolute times, is the
 reading: the machine's speed drifts between processes).
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import dataclasses
 import statistics
 import subprocess
 import sys
@@ -31,38 +33,27 @@ import torch
 from rulelab.engine.allocator import keep_heap
 from rulelab.models import native_build, tile_step
 from rulelab.models.transformer import EnsembleTransformer, TransformerShape
+from tile_profile import WIDTHS, E, N, study_config
 
 ROOT = Path(__file__).resolve().parents[1]
-E, N = 4, 2048
-WIDTHS = {"2k (24/48)": (24, 48), "4k (32/64)": (32, 64), "8k (48/96)": (48, 96),
-          "paper (64/128)": (64, 128)}
 
 
-def _shape(**over) -> TransformerShape:
-    base = dict(layers=2, heads=2, d_model=24, d_mlp=48, act="relu", ln=True, vocab=13,
-                seq_len=6, label_mod=2)
-    return TransformerShape(**{**base, **over})
+def _variant(d: int, f: int, **over) -> TransformerShape:
+    """Study S's model at width ``d`` / ``f`` (:func:`tile_profile.study_config`), changed by
+    ``over``."""
+    return dataclasses.replace(TransformerShape.of(study_config(d, f)), **over)
 
 
-# tests/engine/models/test_tile_step.py's shapes, then study S's at each width (11 positions)
+# Study S's model at each width (11 positions), and the branches that the
+# test shapes of tests/engine/models/test_tile_step.py take)
 BIT_SHAPES = {
-    "2L, 2k widths": _shape(),
-    "1L": _shape(layers=1, d_model=32, d_mlp=64),
-    "3L, 4 heads, 3 classes": _shape(layers=3, heads=4, d_model=32, d_mlp=40, label_mod=3),
-    "no MLP": _shape(d_mlp=0),
-    "no LayerNorm": _shape(ln=False),
-    "1 head of 20, d_mlp 36": _shape(heads=1, d_model=20, d_mlp=36),
-    **{f"study S, {name}": _shape(seq_len=10, vocab=64, d_model=d, d_mlp=f)
-       for name, (d, f) in WIDTHS.items()},
+    **{f"study S, {name}": _variant(d, f) for name, (d, f) in WIDTHS.items()},
+    "1L": _variant(32, 64, layers=1),
+    "3L, 4 heads, 3 classes": _variant(32, 40, layers=3, heads=4, label_mod=3),
+    "no MLP": _variant(24, 0),
+    "no LayerNorm": _variant(24, 48, ln=False),
+    "1 head of 20, d_mlp 36": _variant(20, 36, heads=1),
 }
-
-
-def build(source: Path, out: Path, march: str) -> ctypes.CDLL:
-    done = subprocess.run([native_build.compiler(), *native_build.flags(march), str(source),
-                           "-o", str(out)], capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"error: building {source} failed:\n{done.stderr[-2000:]}")
-    return tile_step._declare(ctypes.CDLL(str(out)))
 
 
 def committed(rev: str, out: Path) -> Path:
@@ -127,8 +118,7 @@ def speed(before: ctypes.CDLL, after: ctypes.CDLL, reps: int) -> None:
     print(f"one full-batch step, {E} members × {N} examples, 1 thread, alternating: "
           "ms per member")
     for name, (d, f) in WIDTHS.items():
-        shape = _shape(seq_len=10, vocab=64, d_model=d, d_mlp=f)
-        model = EnsembleTransformer(shape, E).init_weights(list(range(E)))
+        model = EnsembleTransformer(study_config(d, f), E).init_weights(list(range(E)))
         x, y = torch.randint(0, 64, (E, N, 10)), torch.randint(0, 2, (E, N))
         walls: dict[str, list[float]] = {"before": [], "after": []}
         for _ in range(reps + 1):
@@ -151,9 +141,10 @@ def main() -> None:
     keep_heap()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        before = build(committed(args.rev, Path(tmp) / "before.cpp"), Path(tmp) / "before.so",
-                       args.march)
-        after = build(tile_step.SOURCE, Path(tmp) / "after.so", args.march)
+        flags = native_build.flags(args.march)
+        before = tile_step.build_variant(Path(tmp) / "before.so", flags,
+                                         committed(args.rev, Path(tmp) / "before.cpp"))
+        after = tile_step.build_variant(Path(tmp) / "after.so", flags)
         print(f"step kernel at {args.rev} (before) against the working tree's (after), "
               f"-march={args.march}: {after.rl_step_vector_bits()}-bit vectors")
         ok = same_bits(before, after)

@@ -27,7 +27,6 @@ import argparse
 import contextlib
 import ctypes
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -44,12 +43,14 @@ WIDTHS = {"2k (24/48)": (24, 48), "4k (32/64)": (32, 64), "8k (48/96)": (48, 96)
           "paper (64/128)": (64, 128)}
 
 
+def study_config(d: int, f: int) -> MPSPRunConfig:
+    """Study S's 2-layer model at width ``d`` / ``f`` (n = 10, V = 64, 2 heads)."""
+    return MPSPRunConfig(layers=2, heads=2, d_model=d, d_mlp=f, seq_len=10, vocab=64)
+
+
 def timing_build(out: Path, march: str = "native") -> ctypes.CDLL:
-    lib = out / "step_timing.so"
-    cxx = native_build.compiler()
-    subprocess.run([cxx, *native_build.flags(march), "-DRL_TIMING", str(tile_step.SOURCE), "-o",
-                    str(lib)], check=True)
-    built = tile_step._declare(ctypes.CDLL(str(lib)))
+    built = tile_step.build_variant(out / "step_timing.so",
+                                    (*native_build.flags(march), "-DRL_TIMING"))
     built.rl_step_cycles.argtypes = [ctypes.c_void_p]
     built.rl_rdtsc.restype = ctypes.c_ulonglong
     return built
@@ -79,8 +80,7 @@ def main() -> None:
         print(f"{'width':<16} {'':>4} {'ms/member':>9} {'matmuls':>8} {'attention':>9} "
               f"{'LayerNorm':>9} {'the rest':>8}   {'non-matmul / whole step':>23}")
         for name, (d, f) in WIDTHS.items():
-            cfg = MPSPRunConfig(layers=2, heads=2, d_model=d, d_mlp=f, seq_len=10, vocab=64)
-            model = EnsembleTransformer(cfg, E).init_weights(list(range(E)))
+            model = EnsembleTransformer(study_config(d, f), E).init_weights(list(range(E)))
             x, y = torch.randint(0, 64, (E, N, 10)), torch.randint(0, 2, (E, N))
 
             def step(bf16: bool, model=model, x=x, y=y) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -56,6 +57,17 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.rl_step_vector_bits.restype = I64
     lib.rl_step_bf16.restype = I64
     return lib
+
+
+def build_variant(out: Path, flags: tuple[str, ...], source: Path = SOURCE) -> ctypes.CDLL:
+    """``source`` compiled with ``flags`` (``native_build.flags(march)`` and any ``-D``) into
+    ``out`` and loaded, uncached: another target's build, a timing build, another revision's
+    kernel, for the benches and the tests that compare them with :func:`native`'s."""
+    done = subprocess.run([native_build.compiler(), *flags, str(source), "-o", str(out)],
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"building {source} failed: {done.stderr[-2000:]}")
+    return _declare(ctypes.CDLL(str(out)))
 
 
 @functools.cache

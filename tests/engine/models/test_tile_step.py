@@ -6,7 +6,6 @@ equals its solo run bitwise, the same call gives the same bits, padding adds not
 
 import copy
 import ctypes
-import subprocess
 
 import pytest
 import torch
@@ -150,14 +149,6 @@ def test_what_it_cannot_run_is_named():
     assert tile_step.unsupported(_shape()) is None
 
 
-def _build(out, *flags: str) -> ctypes.CDLL:
-    """The kernel built with ``flags`` into ``out``."""
-    done = subprocess.run([native_build.compiler(), *flags, str(tile_step.SOURCE), "-o",
-                           str(out)], capture_output=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return tile_step._declare(ctypes.CDLL(str(out)))
-
-
 def _assert_same_bits(lib: ctypes.CDLL, shape: TransformerShape) -> None:
     """The loss and every gradient of one step from ``lib`` equal the trainer's own kernel's."""
     model = _model(shape)
@@ -177,7 +168,7 @@ def test_an_avx2_build_gives_the_avx512_builds_bits(tmp_path):
     CPU and one exp."""
     if tile_step.native().rl_step_vector_bits() < 512:
         pytest.skip("this build is not AVX-512's")
-    avx2 = _build(tmp_path / "step_avx2.so", *native_build.flags("haswell"))
+    avx2 = tile_step.build_variant(tmp_path / "step_avx2.so", native_build.flags("haswell"))
     assert avx2.rl_step_vector_bits() == 256
     _assert_same_bits(avx2, _shape(seq_len=4, d_model=16, d_mlp=24))
 
@@ -186,7 +177,8 @@ def test_the_register_blocks_give_the_bits_of_one_sum_at_a_time(tmp_path):
     """The weight matmuls' register blocks (6 × 2 and 4 × 3 on AVX2, 8 × 2 and 4 × 4 on
     AVX-512, split evenly) never change a sum's order: the kernel built with every block one
     sum (``-DRL_ONE_BY_ONE``) gives the same loss and gradients, on this CPU's vector width."""
-    one = _build(tmp_path / "step_one_by_one.so", *native_build.FLAGS, "-DRL_ONE_BY_ONE")
+    one = tile_step.build_variant(tmp_path / "step_one_by_one.so",
+                                 (*native_build.FLAGS, "-DRL_ONE_BY_ONE"))
     for name in ("2L, the ladder's 2k widths", "1 head of 20, d_mlp not a multiple of 8",
                  "3L, 4 heads, 3 classes"):
         _assert_same_bits(one, SHAPES[name])
