@@ -1,10 +1,12 @@
 """Test-wide settings: one thread, so results do not depend on OpenMP scheduling and a
 test run does not stall when another process holds the second core; the ``e2e`` mark; the
-``toy`` fixture."""
+``toy`` fixture; Triton's kernels (engine 13's step, written for CUDA) run by its interpreter,
+which Triton decides when it is first imported (``torch._dynamo`` imports it)."""
 
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -1,0 +1,408 @@
+"""The transformer's training step as one Triton kernel (engine 13 on CUDA, issue 25 goal 5).
+
+Engine 4's GPU step writes every activation of every token row to memory and reads it back in
+the backward (≈ 8 GB a seed-epoch at the paper's shape: the README's "On a GPU"), so it runs at
+a fifth of the fp32 matmul peak. Here one program takes one member's share of the examples,
+tile by tile (``BT`` examples, positions padded to ``P``), and runs each tile's forward, loss
+and backward to the end: the elementwise work (LayerNorm, softmax, ReLU, residual adds) is fused
+between the tile's matmuls, what the backward needs goes to the program's own scratch slot (read
+back moments later, from L2 where it fits), and each program sums its tiles' weight gradients in
+its own slot of ``partial`` — in tile order, no atomics — which the caller then adds over
+programs in one fixed order. The split of a member's examples into programs depends on the
+number of examples alone, so a member computes the same sums in any ensemble.
+
+The model is :class:`~rulelab.models.transformer.EnsembleTransformer` (SPEC S.2): CLS at
+position 0, learned positions, bidirectional attention, pre-LayerNorm blocks (or none), a ReLU
+MLP (or none), the last block's query and MLP at CLS only, logits read at CLS, cross-entropy.
+Parameters arrive packed per member in :func:`layout`'s order (each tensor's own memory order).
+
+Padding: positions ≥ T are masked as keys (probability exactly 0), so they never reach a real
+row, and nothing reads their outputs, so their gradients are exactly 0 and add nothing to a
+weight's gradient; examples past the batch take label −1 and a loss gradient of 0. Dimensions
+(d_model, d_head, d_mlp) must be powers of two ≥ 16 (``tl.dot``'s blocks); the vocabulary and
+the class count are padded with masks. ``DOT`` is ``tl.dot``'s input precision: ``"ieee"``
+(fp32 products, the tests' and the default's) or ``"tf32"``.
+
+Correctness is tested on the CPU with Triton's interpreter (``TRITON_INTERPRET=1``,
+tests/engine/models/test_gpu_tile_step.py) against PyTorch's autograd of the model's forward.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def ln_fwd(x, w, b, D: tl.constexpr, eps):
+    """Rows of ``x [M, D]`` → (``x̂·w + b``, ``x̂``, ``1/σ [M]``)."""
+    mu = tl.sum(x, axis=1) / D
+    xc = x - mu[:, None]
+    rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / D + eps)
+    xhat = xc * rstd[:, None]
+    return xhat * w[None, :] + b[None, :], xhat, rstd
+
+
+@triton.jit
+def ln_bwd(dh, xhat, rstd, w, D: tl.constexpr):
+    """LayerNorm's backward: ``dx`` of rows ``[M, D]`` given ``dh`` of its output."""
+    dxh = dh * w[None, :]
+    m1 = tl.sum(dxh, axis=1) / D
+    m2 = tl.sum(dxh * xhat, axis=1) / D
+    return rstd[:, None] * (dxh - m1[:, None] - xhat * m2[:, None])
+
+
+@triton.jit
+def mat(ptr, R: tl.constexpr, C: tl.constexpr):
+    """A ``[R, C]`` row-major block at ``ptr``."""
+    return tl.load(ptr + tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :])
+
+
+@triton.jit
+def put(ptr, v, R: tl.constexpr, C: tl.constexpr):
+    tl.store(ptr + tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :], v)
+
+
+@triton.jit
+def vec(ptr, C: tl.constexpr):
+    return tl.load(ptr + tl.arange(0, C))
+
+
+@triton.jit
+def add_mat(ptr, v, R: tl.constexpr, C: tl.constexpr):
+    """``partial += v``: the program's own slot, tile after tile (no other writer)."""
+    offs = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
+    tl.store(ptr + offs, tl.load(ptr + offs) + v)
+
+
+@triton.jit
+def add_vec(ptr, v, C: tl.constexpr):
+    offs = tl.arange(0, C)
+    tl.store(ptr + offs, tl.load(ptr + offs) + v)
+
+
+@triton.jit
+def dot(a, b, DOT: tl.constexpr):
+    return tl.dot(a, b, input_precision=DOT)
+
+
+@triton.jit
+def dot_tn(a, b, DOT: tl.constexpr):
+    """``aᵀ b`` (a weight's gradient: inputs ``[M, K]``ᵀ times output gradients ``[M, N]``)."""
+    return tl.dot(tl.trans(a), b, input_precision=DOT)
+
+
+@triton.jit
+def dot_nt(a, b, DOT: tl.constexpr):
+    """``a bᵀ`` (an input's gradient: output gradients times the weight transposed)."""
+    return tl.dot(a, tl.trans(b), input_precision=DOT)
+
+
+@triton.jit
+def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, eps,
+         NP: tl.constexpr, V1: tl.constexpr, VP: tl.constexpr, T: tl.constexpr,
+         P: tl.constexpr, D: tl.constexpr, H: tl.constexpr, DH: tl.constexpr,
+         F: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, L: tl.constexpr,
+         LN: tl.constexpr, BT: tl.constexpr, TILES: tl.constexpr, DOT: tl.constexpr,
+         O_POS: tl.constexpr, O_L0: tl.constexpr, LSTRIDE: tl.constexpr,
+         O_FIN: tl.constexpr, SSTRIDE: tl.constexpr):
+    """Program (member ``e``, slice ``s``): ``TILES`` tiles of ``BT`` examples from
+    example ``s·TILES·BT``; the loss sum into ``loss_ptr[e, s]``, the gradient sums into
+    ``g_ptr[e, s]`` (``NP`` floats, :func:`layout`'s order)."""
+    e = tl.program_id(0)
+    s = tl.program_id(1)
+    R: tl.constexpr = BT * P  # token rows of a tile: example-major, position-minor
+    HD: tl.constexpr = H * DH
+    # a layer's scratch: x̂ and 1/σ, q/k/v/z of each head, probabilities, x̂₂, 1/σ₂, MLP pre
+    SL: tl.constexpr = R * (2 * D + 4 * HD + F + 2) + H * BT * P * P
+    prm = p_ptr + e.to(tl.int64) * NP
+    grd = g_ptr + (e.to(tl.int64) * n_prog + s) * NP
+    scr = scr_ptr + (e.to(tl.int64) * n_prog + s) * SSTRIDE
+    rows = tl.arange(0, R)
+    pos = rows % P  # [R]
+    pos3 = tl.arange(0, P)[None, :, None]  # [1, P, 1]
+    kpos = tl.arange(0, P)  # key positions
+    rD = tl.arange(0, D)
+    rK = tl.arange(0, KP)
+    rV = tl.arange(0, VP)
+    scale = 1.0 / tl.sqrt(DH * 1.0)
+    loss_acc = tl.zeros((1,), tl.float32)
+    for i in range(TILES):
+        first = (s * TILES + i) * BT
+        if first < B:  # the last program's share may hold fewer tiles
+            ex = first + rows // P  # [R] example of each row
+            real = (ex < B) & (pos < T)
+            tok = tl.load(x_ptr + (e.to(tl.int64) * B + ex) * (T - 1) + pos - 1,
+                          mask=real & (pos > 0), other=0)
+            tok = tl.where(pos == 0, V1 - 1, tok)  # CLS
+            emb = tl.load(prm + tok[:, None] * D + rD[None, :], mask=real[:, None], other=0.0)
+            emb += tl.load(prm + O_POS + pos[:, None] * D + rD[None, :],
+                           mask=real[:, None], other=0.0)
+            resid = emb  # [R, D]
+            # ---- forward ----------------------------------------------------------------
+            for lyr in tl.static_range(L):
+                pl = prm + O_L0 + lyr * LSTRIDE
+                sl = scr + lyr * SL
+                last = lyr == L - 1
+                o = 0
+                if LN:
+                    h, xhat, rstd = ln_fwd(resid, vec(pl, D), vec(pl + D, D), D, eps)
+                    put(sl, xhat, R, D)
+                    tl.store(sl + R * D + rows, rstd)
+                    o = 2 * D
+                else:
+                    h = resid
+                    put(sl, h, R, D)
+                sq = sl + R * D + R  # q, k, v, z of each head: [H, R, DH] each
+                wq = pl + o
+                wk = wq + H * D * DH
+                wv = wk + H * D * DH
+                bq = wv + H * D * DH
+                bk = bq + HD
+                bv = bk + HD
+                wo = bv + HD
+                bo = wo + HD * D
+                if last:  # the query at CLS only: [BT, D]
+                    hc = tl.sum(tl.where(pos3 == 0, tl.reshape(h, (BT, P, D)), 0.0), axis=1)
+                    rc = tl.sum(tl.where(pos3 == 0, tl.reshape(resid, (BT, P, D)), 0.0), axis=1)
+                    attn = tl.zeros((BT, D), tl.float32)
+                else:
+                    attn = tl.zeros((R, D), tl.float32)
+                for hd in tl.static_range(H):
+                    k = dot(h, mat(wk + hd * D * DH, D, DH), DOT) + vec(bk + hd * DH, DH)[None, :]
+                    v = dot(h, mat(wv + hd * D * DH, D, DH), DOT) + vec(bv + hd * DH, DH)[None, :]
+                    put(sq + (H + hd) * R * DH, k, R, DH)
+                    put(sq + (2 * H + hd) * R * DH, v, R, DH)
+                    k3 = tl.reshape(k, (BT, P, DH))
+                    v3 = tl.reshape(v, (BT, P, DH))
+                    sp = sq + 4 * H * R * DH + hd * BT * P * P  # probabilities
+                    if last:
+                        q = dot(hc, mat(wq + hd * D * DH, D, DH), DOT)
+                        q += vec(bq + hd * DH, DH)[None, :]
+                        put(sq + hd * R * DH, q, BT, DH)
+                        sc = tl.sum(q[:, None, :] * k3, axis=2) * scale  # [BT, P]
+                        sc = tl.where(kpos[None, :] < T, sc, float("-inf"))
+                        pr = tl.exp(sc - tl.max(sc, axis=1)[:, None])
+                        pr = pr / tl.sum(pr, axis=1)[:, None]
+                        put(sp, pr, BT, P)
+                        z = tl.sum(pr[:, :, None] * v3, axis=1)  # [BT, DH]
+                        put(sq + (3 * H + hd) * R * DH, z, BT, DH)
+                    else:
+                        q = dot(h, mat(wq + hd * D * DH, D, DH), DOT)
+                        q += vec(bq + hd * DH, DH)[None, :]
+                        put(sq + hd * R * DH, q, R, DH)
+                        q3 = tl.reshape(q, (BT, P, DH))
+                        sc = tl.dot(q3, tl.permute(k3, (0, 2, 1)), input_precision=DOT) * scale
+                        sc = tl.where(kpos[None, None, :] < T, sc, float("-inf"))
+                        pr = tl.exp(sc - tl.max(sc, axis=2)[:, :, None])
+                        pr = pr / tl.sum(pr, axis=2)[:, :, None]  # [BT, P, P]
+                        put(sp, tl.reshape(pr, (BT * P, P)), BT * P, P)
+                        z = tl.reshape(tl.dot(pr, v3, input_precision=DOT), (R, DH))
+                        put(sq + (3 * H + hd) * R * DH, z, R, DH)
+                    attn += dot(z, mat(wo + hd * DH * D, DH, D), DOT)
+                attn += vec(bo, D)[None, :]
+                if last:
+                    resid = rc + attn  # [BT, D]
+                else:
+                    resid = resid + attn
+                if F > 0:
+                    pm = bo + D
+                    sm = sq + 4 * H * R * DH + H * BT * P * P
+                    if LN:
+                        h2, xhat2, rstd2 = ln_fwd(resid, vec(pm, D), vec(pm + D, D), D, eps)
+                        if last:
+                            put(sm, xhat2, BT, D)
+                            tl.store(sm + R * D + tl.arange(0, BT), rstd2)
+                        else:
+                            put(sm, xhat2, R, D)
+                            tl.store(sm + R * D + rows, rstd2)
+                        pm += 2 * D
+                    else:
+                        h2 = resid
+                        if last:
+                            put(sm, h2, BT, D)
+                        else:
+                            put(sm, h2, R, D)
+                    pre = dot(h2, mat(pm, D, F), DOT) + vec(pm + D * F, F)[None, :]
+                    if last:
+                        put(sm + R * D + R, pre, BT, F)
+                    else:
+                        put(sm + R * D + R, pre, R, F)
+                    act = tl.maximum(pre, 0.0)
+                    resid = resid + dot(act, mat(pm + D * F + F, F, D), DOT)
+                    resid += vec(pm + 2 * D * F + F, D)[None, :]
+            # ---- loss at CLS: resid [BT, D] ---------------------------------------------------
+            fin = prm + O_FIN
+            if LN:
+                hf, xhatf, rstdf = ln_fwd(resid, vec(fin, D), vec(fin + D, D), D, eps)
+                wu = fin + 2 * D
+            else:
+                hf = resid
+                wu = fin
+            cmask = rK < K
+            W_U = tl.load(wu + rD[:, None] * K + rK[None, :], mask=cmask[None, :], other=0.0)
+            b_U = tl.load(wu + D * K + rK, mask=cmask, other=0.0)
+            logits = dot(hf, W_U, DOT) + b_U[None, :]  # [BT, KP]
+            logits = tl.where(cmask[None, :], logits, float("-inf"))
+            exb = first + tl.arange(0, BT)
+            yb = tl.load(y_ptr + e.to(tl.int64) * B + exb, mask=exb < B, other=-1)
+            mx = tl.max(logits, axis=1)
+            pe = tl.exp(logits - mx[:, None])
+            se = tl.sum(pe, axis=1)
+            picked = tl.sum(tl.where(rK[None, :] == yb[:, None], logits, 0.0), axis=1)
+            loss_acc += tl.sum(tl.where(yb >= 0, mx + tl.log(se) - picked, 0.0), axis=0)
+            dlog = pe / se[:, None] - tl.where(rK[None, :] == yb[:, None], 1.0, 0.0)
+            dlog = tl.where((yb >= 0)[:, None] & cmask[None, :], dlog * inv_denom, 0.0)
+            # ---- backward -----------------------------------------------------------------
+            gfin = grd + O_FIN
+            if LN:
+                gwu = gfin + 2 * D
+            else:
+                gwu = gfin
+            tl.store(gwu + rD[:, None] * K + rK[None, :],
+                     tl.load(gwu + rD[:, None] * K + rK[None, :], mask=cmask[None, :], other=0.0)
+                     + dot_tn(hf, dlog, DOT), mask=cmask[None, :])
+            tl.store(gwu + D * K + rK,
+                     tl.load(gwu + D * K + rK, mask=cmask, other=0.0) + tl.sum(dlog, axis=0),
+                     mask=cmask)
+            dres = dot_nt(dlog, W_U, DOT)  # [BT, D]
+            if LN:
+                add_vec(gfin, tl.sum(dres * xhatf, axis=0), D)
+                add_vec(gfin + D, tl.sum(dres, axis=0), D)
+                dres = ln_bwd(dres, xhatf, rstdf, vec(fin, D), D)
+            for j in tl.static_range(L):
+                lyr = L - 1 - j
+                last = lyr == L - 1
+                pl = prm + O_L0 + lyr * LSTRIDE
+                gl = grd + O_L0 + lyr * LSTRIDE
+                sl = scr + lyr * SL
+                o = 0
+                if LN:
+                    o = 2 * D
+                sq = sl + R * D + R
+                wq = pl + o
+                wk = wq + H * D * DH
+                wv = wk + H * D * DH
+                bo = wv + H * D * DH + 3 * HD + HD * D
+                gq = gl + o
+                gk = gq + H * D * DH
+                gv = gk + H * D * DH
+                gbq = gv + H * D * DH
+                gbk = gbq + HD
+                gbv = gbk + HD
+                gwo = gbv + HD
+                gbo = gwo + HD * D
+                if F > 0:  # the MLP's backward; dres is the gradient of its output
+                    pm = bo + D
+                    gm = gbo + D
+                    sm = sq + 4 * H * R * DH + H * BT * P * P
+                    if LN:
+                        pm += 2 * D
+                        gm += 2 * D
+                    if last:
+                        pre = mat(sm + R * D + R, BT, F)
+                    else:
+                        pre = mat(sm + R * D + R, R, F)
+                    act = tl.maximum(pre, 0.0)
+                    add_mat(gm + D * F + F, dot_tn(act, dres, DOT), F, D)
+                    add_vec(gm + 2 * D * F + F, tl.sum(dres, axis=0), D)
+                    dpre = tl.where(pre > 0, dot_nt(dres, mat(pm + D * F + F, F, D), DOT), 0.0)
+                    if LN:
+                        if last:
+                            xhat2 = mat(sm, BT, D)
+                            rstd2 = tl.load(sm + R * D + tl.arange(0, BT))
+                        else:
+                            xhat2 = mat(sm, R, D)
+                            rstd2 = tl.load(sm + R * D + rows)
+                        w2 = vec(pm - 2 * D, D)
+                        h2 = xhat2 * w2[None, :] + vec(pm - D, D)[None, :]
+                    else:
+                        if last:
+                            h2 = mat(sm, BT, D)
+                        else:
+                            h2 = mat(sm, R, D)
+                    add_mat(gm, dot_tn(h2, dpre, DOT), D, F)
+                    add_vec(gm + D * F, tl.sum(dpre, axis=0), F)
+                    dh2 = dot_nt(dpre, mat(pm, D, F), DOT)
+                    if LN:
+                        add_vec(gm - 2 * D, tl.sum(dh2 * xhat2, axis=0), D)
+                        add_vec(gm - D, tl.sum(dh2, axis=0), D)
+                        dh2 = ln_bwd(dh2, xhat2, rstd2, w2, D)
+                    dres = dres + dh2
+                # the attention's backward; dres is the gradient of the block's mid residual
+                add_vec(gbo, tl.sum(dres, axis=0), D)
+                if LN:
+                    xhat = mat(sl, R, D)
+                    rstd = tl.load(sl + R * D + rows)
+                    w1 = vec(pl, D)
+                    h = xhat * w1[None, :] + vec(pl + D, D)[None, :]
+                else:
+                    h = mat(sl, R, D)
+                if last:
+                    hc = tl.sum(tl.where(pos3 == 0, tl.reshape(h, (BT, P, D)), 0.0), axis=1)
+                dh = tl.zeros((R, D), tl.float32)
+                for hd in tl.static_range(H):
+                    wo_h = mat(wv + H * D * DH + 3 * HD + hd * DH * D, DH, D)
+                    k = mat(sq + (H + hd) * R * DH, R, DH)
+                    v = mat(sq + (2 * H + hd) * R * DH, R, DH)
+                    k3 = tl.reshape(k, (BT, P, DH))
+                    v3 = tl.reshape(v, (BT, P, DH))
+                    sp = sq + 4 * H * R * DH + hd * BT * P * P
+                    if last:
+                        q = mat(sq + hd * R * DH, BT, DH)
+                        z = mat(sq + (3 * H + hd) * R * DH, BT, DH)
+                        pr = mat(sp, BT, P)
+                        add_mat(gwo + hd * DH * D, dot_tn(z, dres, DOT), DH, D)
+                        dz = dot_nt(dres, wo_h, DOT)  # [BT, DH]
+                        dp = tl.sum(dz[:, None, :] * v3, axis=2)  # [BT, P]
+                        dv3 = pr[:, :, None] * dz[:, None, :]
+                        ds = pr * (dp - tl.sum(pr * dp, axis=1)[:, None]) * scale
+                        dq = tl.sum(ds[:, :, None] * k3, axis=1)  # [BT, DH]
+                        dk3 = ds[:, :, None] * q[:, None, :]
+                        add_mat(gq + hd * D * DH, dot_tn(hc, dq, DOT), D, DH)
+                        add_vec(gbq + hd * DH, tl.sum(dq, axis=0), DH)
+                        dqh = dot_nt(dq, mat(wq + hd * D * DH, D, DH), DOT)  # [BT, D]
+                        dh += tl.reshape(tl.where(pos3 == 0, dqh[:, None, :], 0.0), (R, D))
+                    else:
+                        q = mat(sq + hd * R * DH, R, DH)
+                        z = mat(sq + (3 * H + hd) * R * DH, R, DH)
+                        pr = tl.reshape(mat(sp, BT * P, P), (BT, P, P))
+                        add_mat(gwo + hd * DH * D, dot_tn(z, dres, DOT), DH, D)
+                        dz3 = tl.reshape(dot_nt(dres, wo_h, DOT), (BT, P, DH))
+                        dp = tl.dot(dz3, tl.permute(v3, (0, 2, 1)), input_precision=DOT)
+                        dv3 = tl.dot(tl.permute(pr, (0, 2, 1)), dz3, input_precision=DOT)
+                        ds = pr * (dp - tl.sum(pr * dp, axis=2)[:, :, None]) * scale
+                        q3 = tl.reshape(q, (BT, P, DH))
+                        dq = tl.reshape(tl.dot(ds, k3, input_precision=DOT), (R, DH))
+                        dk3 = tl.dot(tl.permute(ds, (0, 2, 1)), q3, input_precision=DOT)
+                        add_mat(gq + hd * D * DH, dot_tn(h, dq, DOT), D, DH)
+                        add_vec(gbq + hd * DH, tl.sum(dq, axis=0), DH)
+                        dh += dot_nt(dq, mat(wq + hd * D * DH, D, DH), DOT)
+                    dk = tl.reshape(dk3, (R, DH))
+                    dv = tl.reshape(dv3, (R, DH))
+                    add_mat(gk + hd * D * DH, dot_tn(h, dk, DOT), D, DH)
+                    add_vec(gbk + hd * DH, tl.sum(dk, axis=0), DH)
+                    add_mat(gv + hd * D * DH, dot_tn(h, dv, DOT), D, DH)
+                    add_vec(gbv + hd * DH, tl.sum(dv, axis=0), DH)
+                    dh += dot_nt(dk, mat(wk + hd * D * DH, D, DH), DOT)
+                    dh += dot_nt(dv, mat(wv + hd * D * DH, D, DH), DOT)
+                if LN:
+                    add_vec(gl, tl.sum(dh * xhat, axis=0), D)
+                    add_vec(gl + D, tl.sum(dh, axis=0), D)
+                    dh = ln_bwd(dh, xhat, rstd, w1, D)
+                if last:  # the residual reaches the rows below at CLS only
+                    dres = tl.reshape(tl.where(pos3 == 0, dres[:, None, :], 0.0), (R, D)) + dh
+                else:
+                    dres = dres + dh
+            # ---- the embeddings: a one-hot product sums each token's rows in row order ----
+            onehot = tl.where((tok[None, :] == rV[:, None]) & real[None, :], 1.0, 0.0)  # [VP, R]
+            ge = tl.load(grd + rV[:, None] * D + rD[None, :], mask=(rV < V1)[:, None], other=0.0)
+            tl.store(grd + rV[:, None] * D + rD[None, :], ge + dot(onehot, dres, "ieee"),
+                     mask=(rV < V1)[:, None])
+            gp = tl.sum(tl.reshape(tl.where(real[:, None], dres, 0.0), (BT, P, D)), axis=0)
+            pp = tl.arange(0, P)
+            offs = O_POS + pp[:, None] * D + rD[None, :]
+            tl.store(grd + offs, tl.load(grd + offs, mask=(pp < T)[:, None], other=0.0) + gp,
+                     mask=(pp < T)[:, None])
+    tl.store(loss_ptr + e * n_prog + s + tl.arange(0, 1), loss_acc * inv_denom)
+

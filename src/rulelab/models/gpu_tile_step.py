@@ -1,0 +1,161 @@
+"""Engine 13's training step on CUDA: the transformer's forward, loss and backward fused per tile
+of examples in one Triton kernel (:mod:`rulelab.models.gpu_tile_kernels`; issue 25 goal 5).
+
+``step_loss(model, x, y, denom)`` returns the ``[E]`` losses (cross-entropy sums / ``denom``)
+whose backward hands on the kernel's gradients, as engine 12's CPU step does
+(:mod:`rulelab.models.tile_step`). Parameters are packed per member into one flat row
+(:func:`layout`; each tensor's own memory order), the kernel writes one row of gradient sums
+per program, and those rows are added per member in one fixed order (``sum`` over a fixed
+number of programs that depends on the batch alone): a member computes the same sums in any
+ensemble, and a run repeated gives the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+BT = 16  # examples per tile: tl.dot's smallest block for the CLS rows' products
+EXAMPLES_PER_PROGRAM = 512  # a program's share of a member's batch (its tiles, in order)
+GPU_TILE_ENGINE = 13
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def triton_missing() -> str | None:
+    """Why Triton cannot be imported here, or None."""
+    try:
+        import triton  # noqa: F401
+    except ImportError as err:
+        return f"Triton is not installed ({err})"
+    return None
+
+
+def unsupported(shape) -> str | None:
+    """Why engine 13 cannot train a transformer of ``shape`` (a ``TransformerShape``), or None."""
+    if shape.d_mlp and shape.act != "relu":
+        return f"act {shape.act}: engine 13 runs a ReLU MLP only"
+    dh = shape.d_model // shape.heads
+    for name, v in (("d_model", shape.d_model), ("d_head", dh), ("d_mlp", shape.d_mlp)):
+        if v and (v < 16 or v & (v - 1)):
+            return f"{name} {v}: engine 13 needs powers of two ≥ 16 (tl.dot's blocks)"
+    return triton_missing()
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Offsets (floats) into a member's packed parameters, and the kernel's padded sizes."""
+
+    n_params: int
+    o_pos: int  # W_pos
+    o_layer0: int  # the first block
+    layer_stride: int  # floats per block
+    o_final: int  # final LayerNorm (if any), W_U, b_U
+    P: int  # positions, padded
+    VP: int  # vocabulary with CLS, padded
+    KP: int  # classes, padded
+    scratch: int  # floats of scratch per program
+
+
+def layout(shape) -> Layout:
+    """Where each parameter lies in a member's packed row, in
+    :func:`rulelab.models.tile_step.parameters`' order."""
+    d, H, f, k = shape.d_model, shape.heads, shape.d_mlp, shape.label_mod
+    T, V1, L = shape.seq_len + 1, shape.vocab + 1, shape.layers
+    ln = 2 * d if shape.ln else 0
+    block = ln + 3 * d * d + 3 * d + d * d + d  # LN1, W_Q/K/V, b_Q/K/V, W_O, b_O (H·dh = d)
+    if f:
+        block += (ln + 2 * d * f + f + d)
+    o_pos = V1 * d
+    o_layer0 = o_pos + T * d
+    o_final = o_layer0 + L * block
+    P = max(16, _pow2(T))
+    R = BT * P
+    per_layer = R * (2 * d + 4 * d + f + 2) + H * BT * P * P
+    return Layout(n_params=o_final + ln + d * k + k, o_pos=o_pos, o_layer0=o_layer0,
+                  layer_stride=block, o_final=o_final, P=P, VP=max(16, _pow2(V1)),
+                  KP=max(16, _pow2(k)), scratch=L * per_layer)
+
+
+def programs(n_examples: int) -> tuple[int, int]:
+    """(programs per member, tiles per program) for a batch of ``n_examples``: fixed by the
+    batch alone (member ≡ solo)."""
+    tiles = EXAMPLES_PER_PROGRAM // BT
+    return max(1, math.ceil(n_examples / (tiles * BT))), tiles
+
+
+def pack(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """``[E, n_params]``: each member's parameters flattened, in order."""
+    return torch.cat([t.detach().reshape(t.shape[0], -1).float() for t in tensors], dim=1)
+
+
+def run_step(model, x: torch.Tensor, y: torch.Tensor, denom: float, dot: str = "ieee"
+             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The kernel over ``x [E, B, n]``, ``y [E, B]``: the ``[E]`` losses and every present
+    parameter's gradient (in :func:`rulelab.models.tile_step.parameters`' order). On the CPU
+    it runs only under Triton's interpreter (``TRITON_INTERPRET=1`` before the kernel module's
+    first import: the tests)."""
+    from rulelab.models import gpu_tile_kernels
+    from rulelab.models.tile_step import parameters
+
+    shape = model.cfg
+    params = [p for p in parameters(model) if p is not None]
+    lay = layout(shape)
+    E, B = x.shape[:2]
+    flat = pack(params)
+    if flat.shape[1] != lay.n_params:
+        raise RuntimeError(f"engine 13's layout holds {lay.n_params} floats a member, the model "
+                           f"{flat.shape[1]}")
+    n_prog, tiles = programs(B)
+    dev = flat.device
+    partial = torch.zeros(E, n_prog, lay.n_params, device=dev)
+    losses = torch.zeros(E, n_prog, device=dev)
+    scratch = torch.empty(E * n_prog * lay.scratch, device=dev)
+    x = x.to(torch.int64).contiguous()
+    y = y.to(torch.int64).contiguous()
+    ln = model.ln_final
+    gpu_tile_kernels.step[(E, n_prog)](
+        flat, partial, x, y, losses, scratch, B, n_prog, 1.0 / float(denom),
+        ln.eps if ln is not None else 1e-5,
+        NP=lay.n_params, V1=shape.vocab + 1, VP=lay.VP, T=shape.seq_len + 1, P=lay.P,
+        D=shape.d_model, H=shape.heads, DH=shape.d_model // shape.heads, F=shape.d_mlp,
+        K=shape.label_mod, KP=lay.KP, L=shape.layers, LN=bool(shape.ln), BT=BT, TILES=tiles,
+        DOT=dot, O_POS=lay.o_pos, O_L0=lay.o_layer0, LSTRIDE=lay.layer_stride,
+        O_FIN=lay.o_final, SSTRIDE=lay.scratch)
+    grads, at = [], 0
+    g = partial.sum(1)  # [E, n_params]: programs added in one order, whatever E is
+    for p in params:
+        n = p[0].numel()
+        grads.append(g[:, at : at + n].view_as(p).to(p.dtype))
+        at += n
+    return losses.sum(1), grads
+
+
+class GpuTileStep(torch.autograd.Function):
+    """``x, y, denom, model, *params`` → ``[E]`` losses; the backward hands on the kernel's
+    gradients times each member's incoming loss gradient (as ``tile_step.TileStep``)."""
+
+    @staticmethod
+    def forward(ctx, x, y, denom, model, dot, *params):
+        losses, ctx.grads = run_step(model, x, y, denom, dot)
+        return losses
+
+    @staticmethod
+    def backward(ctx, g_loss):
+        out = [g.mul_(g_loss.view(-1, *[1] * (g.dim() - 1))) for g in ctx.grads]
+        ctx.grads = None
+        return (None,) * 5 + tuple(out)
+
+
+def step_loss(model, x: torch.Tensor, y: torch.Tensor, denom: float, dot: str = "ieee"
+              ) -> torch.Tensor:
+    """The ``[E]`` cross-entropy sums of ``x [E, B, n]`` against ``y [E, B]`` divided by
+    ``denom``, whose backward gives every parameter's gradient (engine 13)."""
+    from rulelab.models.tile_step import parameters
+
+    present = [p for p in parameters(model) if p is not None]
+    return GpuTileStep.apply(x, y, float(denom), model, dot, *present)
