@@ -5,7 +5,9 @@
    batch 16,384, val / adv 4,096 each): for each precision and ensemble size E, one warm-up
    epoch, EPOCHS timed epochs, one timed evaluation → s/epoch, seed-epochs/s (the evaluation
    amortized over eval_every = 10 epochs), TFLOP/s (3 × forward matmul FLOPs, as the planner
-   counts), peak memory per member beside the planner's estimate; then the same for the
+   counts), peak memory per member beside the planner's estimate; then the same for engine 13
+   (``--engine 13``: the step as one Triton kernel, issue 25 goal 5) at S_TILE_MEMBERS in one
+   pass of the whole batch, its kernel's compile in the warm-up column; then for the
    compiled engine (``--engine compiled``, engine 5: each pass's forward and backward fused by
    ``torch.compile``, Triton kernels on CUDA) at S_COMPILED_MEMBERS, its compile in the
    warm-up column.
@@ -19,7 +21,8 @@
    by the host rather than the device).
 
 Sizes come from the environment (bench/gpu_check.sh sets them; DEVICE=cpu gives a smoke run):
-DEVICE, EPOCHS, PRECISIONS, S_MEMBERS, S_COMPILED_MEMBERS ("" skips), S_N_TRAIN, S_N_EVAL,
+DEVICE, EPOCHS, PRECISIONS, S_MEMBERS, S_TILE_MEMBERS and S_COMPILED_MEMBERS ("" skips),
+S_N_TRAIN, S_N_EVAL,
 M_MEMBERS, M_P, M_WIDTH,
 MICRO_BATCH (default: per E, the largest power of two whose E members fit in 60% of the memory
 budget by the planner's estimate, so a GPU makes one pass per epoch wherever that fits; the CPU
@@ -77,6 +80,8 @@ def measure(cfgs, precision: str, engine: str = "eager") -> dict | str:
     one evaluation of ``cfgs`` as one ensemble trained by ``engine``; or why not, in a line."""
     E = len(cfgs)
     mb = micro_batch_for(cfgs[0], E)
+    if engine == "13" and not os.environ.get("MICRO_BATCH"):
+        mb = cfgs[0].n_train  # its scratch is a tile's, not the pass's: the whole step at once
     cost = run_cost(cfgs[0], mb)
     tr = None
     try:
@@ -229,6 +234,14 @@ def main() -> None:
               "step", {"eager": m_members})
     by_task = {"mpsp": (s, max(s_members)), "modular": (m, max(m_members))}
     projections(by_task)
+    # Engine 13 (the step as one Triton kernel, issue 25 goal 5; opt-in on CUDA) at the paper
+    # recipes' ensemble sizes, first of the optional engines: its warm-up column holds the
+    # kernel's compile.
+    tiled = env_ints("S_TILE_MEMBERS", "64 256")
+    if tiled:
+        s.update(table("study S, the same, trained by engine 13 (the fused Triton step)", s_cfg,
+                       "epoch", {"13": tiled}))
+        projections({"mpsp": (s, max(s_members))}, only="mpsp")
     # The compiled engine (engine 5: torch.compile of each pass's forward and backward, Triton
     # on CUDA) beside the eager one, at the sizes the paper recipes' ensembles have (issue 25
     # goal 5), after the eager projections so that a compile cut by the time limit costs

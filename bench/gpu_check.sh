@@ -10,7 +10,8 @@
 # 2–4. bench/gpu_check.py: the machine and its measured peaks; seed-epochs/s, TFLOP/s and memory
 #    per member of the study-S paper config at E ∈ {2, 64, 256, 1024} and of study M (E ∈ {1, 8, 64, 256}) at P = 113,
 #    width 4097, in fp32 and bf16 (bf16 only where native); the projected time of each paper
-#    recipe, for the eager engine and the compiled one (study S at S_COMPILED_MEMBERS). Sizes can
+#    recipe, for the eager engine, engine 13 (the fused Triton step, study S at S_TILE_MEMBERS)
+#    and the compiled one (study S at S_COMPILED_MEMBERS). Sizes can
 #    be overridden: EPOCHS, PRECISIONS, S_MEMBERS, S_COMPILED_MEMBERS, S_N_TRAIN, S_N_EVAL,
 #    M_MEMBERS, M_P, M_WIDTH, MICRO_BATCH, FORCE_BF16 (see bench/gpu_check.py); the two parts'
 #    time limits by EQUIV_SECONDS (150) and BENCH_SECONDS (420).
@@ -21,6 +22,7 @@ export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH}
 export DEVICE=${DEVICE:-cuda}
 if [ "$DEVICE" = cpu ]; then  # smoke sizes: the same code paths, seconds each
   export EPOCHS=${EPOCHS:-1} S_MEMBERS=${S_MEMBERS:-"2 4"} S_COMPILED_MEMBERS=${S_COMPILED_MEMBERS-2}
+  export S_TILE_MEMBERS=${S_TILE_MEMBERS-}  # engine 13 runs on CUDA only
   export S_N_TRAIN=${S_N_TRAIN:-1024}
   export S_N_EVAL=${S_N_EVAL:-256} M_MEMBERS=${M_MEMBERS:-"1 2"} M_P=${M_P:-31}
   export M_WIDTH=${M_WIDTH:-65} PRECISIONS=${PRECISIONS:-"fp32 bf16 tf32"} FORCE_BF16=${FORCE_BF16:-1}

@@ -37,7 +37,7 @@ import torch
 
 from rulelab.engine.allocator import keep_heap
 from rulelab.engine.collector import setup_frozen
-from rulelab.engine.compiled import compile_step, engine_in_use, micro_batch_for
+from rulelab.engine.compiled import compile_step, engine_in_use, engines_for, micro_batch_for
 from rulelab.engine.per_example import cross_entropy
 from rulelab.engine.threads import training_threads
 from rulelab.errors import UserError
@@ -183,6 +183,8 @@ class EnsembleTrainerBase(ABC):
         # the model's own eager engine computes any loss and precision (the transformer's: 10)
         other = getattr(self.model, "eager_engine", None)
         hint = f"--engine {other}" if other not in (None, v) else "--engine compiled"
+        if other is not None and str(other) not in engines_for(self.cfg, self.device):
+            hint = "--engine eager"  # its own eager engine is not offered here (a GPU)
         if type(self).loss is not EnsembleTrainerBase.loss:
             raise UserError(f"--engine: {v} computes the cross-entropy only, and {task} runs "
                             f"train with a loss of their own; use {hint}")

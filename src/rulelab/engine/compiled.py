@@ -43,6 +43,7 @@ from rulelab.store.version import (
     ENGINE_VERSION,
     ENGINES,
     FP32_ONLY_ENGINES,
+    GPU_ENGINES,
     KEPT_ENGINES,
     computes_precision,
 )
@@ -86,12 +87,14 @@ def engines_for(config=None, device: str | torch.device = "cpu") -> dict[str, in
     """``{Settings.engine: engine version}`` for ``config`` on ``device``: ``eager`` (its eager
     engine, :func:`eager_engine`; on a GPU the one a CPU-only engine gives way to), ``compiled``,
     and each version it can train with by number (the older ones its eager engine keeps:
-    :data:`~rulelab.store.version.KEPT_ENGINES`)."""
+    :data:`~rulelab.store.version.KEPT_ENGINES`; on a GPU also those it offers there only:
+    :data:`~rulelab.store.version.GPU_ENGINES`)."""
     declared = eager_engine(config)
     eager, kept = declared, KEPT_ENGINES.get(declared, ())
     if torch.device(device).type != "cpu":
         eager = CPU_ONLY_ENGINES.get(declared, declared)
-        kept = tuple(v for v in kept if v not in CPU_ONLY_ENGINES)
+        kept = (*GPU_ENGINES.get(declared, ()),
+                *(v for v in kept if v not in CPU_ONLY_ENGINES))
     numbered = [eager, COMPILED_ENGINE, *kept]
     return {**ENGINES, "eager": eager, **{str(v): v for v in numbered}}
 

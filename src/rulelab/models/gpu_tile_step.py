@@ -5,8 +5,8 @@ of examples in one Triton kernel (:mod:`rulelab.models.gpu_tile_kernels`; issue 
 whose backward hands on the kernel's gradients, as engine 12's CPU step does
 (:mod:`rulelab.models.tile_step`). Parameters are packed per member into one flat row
 (:func:`layout`; each tensor's own memory order), the kernel writes one row of gradient sums
-per program, and those rows are added per member in one fixed order (``sum`` over a fixed
-number of programs that depends on the batch alone): a member computes the same sums in any
+per program, and those rows are added per member one after another (a number of programs
+that depends on the batch alone): a member computes the same sums in any
 ensemble, and a run repeated gives the same numbers.
 """
 
@@ -17,9 +17,12 @@ from dataclasses import dataclass
 
 import torch
 
+from rulelab.models.passes import GPU_TILE_ENGINE
+
+__all__ = ["BT", "GPU_TILE_ENGINE", "layout", "run_step", "step_loss", "unsupported"]
+
 BT = 16  # examples per tile: tl.dot's smallest block for the CLS rows' products
 EXAMPLES_PER_PROGRAM = 512  # a program's share of a member's batch (its tiles, in order)
-GPU_TILE_ENGINE = 13
 
 
 def _pow2(n: int) -> int:
@@ -127,7 +130,9 @@ def run_step(model, x: torch.Tensor, y: torch.Tensor, denom: float, dot: str = "
         DOT=dot, O_POS=lay.o_pos, O_L0=lay.o_layer0, LSTRIDE=lay.layer_stride,
         O_FIN=lay.o_final, SSTRIDE=lay.scratch)
     grads, at = [], 0
-    g = partial.sum(1)  # [E, n_params]: programs added in one order, whatever E is
+    g = partial[:, 0].clone()  # [E, n_params]: programs added one by one, whatever E is (a
+    for j in range(1, n_prog):  # reduction kernel's split could depend on the tensor's size)
+        g += partial[:, j]
     for p in params:
         n = p[0].numel()
         grads.append(g[:, at : at + n].view_as(p).to(p.dtype))

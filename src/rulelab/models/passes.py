@@ -18,6 +18,10 @@ SIZED_PASS_ENGINE = 10
 TILE_STEP_ENGINES = (11, 12)
 TILE_ENGINE = 12
 TILE_PASS = 4096
+# the step as one Triton kernel on CUDA (rulelab.models.gpu_tile_step): a pass of up to the
+# paper's whole batch fills the GPU with programs (one per 512 examples of each member)
+GPU_TILE_ENGINE = 13
+GPU_TILE_PASS = 16384
 PASS_BYTES = 24 << 20  # a pass's activations per member, at most (pass_examples)
 PASS_MAX = 512  # examples per pass, at most: the default micro-batch of the engines before
 
@@ -36,7 +40,8 @@ def pass_examples(shape, engine: int) -> int | None:
     """Examples per member per pass under engine version ``engine`` (``Task.pass_examples``):
     for engine 10, the largest power of two ≤ :data:`PASS_MAX` whose activations stay within
     :data:`PASS_BYTES` per member (at least 16: one block of the attention core); for engines 11
-    and 12, :data:`TILE_PASS` (its activations live a tile at a time); None for the engines
+    and 12, :data:`TILE_PASS` (its activations live a tile at a time); for engine 13,
+    :data:`GPU_TILE_PASS`; None for the engines
     before 10, which cut every step into the settings' passes of 512.
 
     Why: a pass writes its activations in the forward and reads them back in the backward, and
@@ -49,6 +54,8 @@ def pass_examples(shape, engine: int) -> int | None:
     keep 512 (bench/pass_size.py; the README's "Engine 10")."""
     if engine in TILE_STEP_ENGINES:
         return TILE_PASS
+    if engine == GPU_TILE_ENGINE:
+        return GPU_TILE_PASS
     if engine != SIZED_PASS_ENGINE:
         return None
     per_example = activation_bytes(shape)

@@ -17,12 +17,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rulelab.models import tile_step
+from rulelab.models import gpu_tile_step, tile_step
 from rulelab.models.components import Block, LayerNorm
 from rulelab.models.fused_forward import fused_forward
 from rulelab.models.hooks import HookedEnsemble, HookPoint
 from rulelab.models.lane_forward import embed_padded, lane_forward
-from rulelab.models.passes import SIZED_PASS_ENGINE
+from rulelab.models.passes import GPU_TILE_ENGINE, SIZED_PASS_ENGINE
 from rulelab.models.tile_step import TILE_ENGINE, TILE_STEP_ENGINES
 
 FAST_ATTENTION_ENGINE = 7  # the engine version that runs forward_fast (store.version, issue 25)
@@ -71,7 +71,8 @@ class EnsembleTransformer(HookedEnsemble):
     # the lane engine: its eager engine on the CPU where a task's step is its own (sparse
     # parity); study S's runs train with engine 12 where it can (eager_engine below)
     eager_engine = SIZED_PASS_ENGINE
-    step_engines = TILE_STEP_ENGINES  # engines under which it computes its own step (step_loss)
+    # engines under which it computes its own step (step_loss): 11, 12 on the CPU, 13 on CUDA
+    step_engines = (*TILE_STEP_ENGINES, GPU_TILE_ENGINE)
 
     def __init__(self, shape: TransformerShape, n_members: int) -> None:
         super().__init__()
@@ -152,16 +153,26 @@ class EnsembleTransformer(HookedEnsemble):
         hooked = any(hp.has_hooks for hp in self.hook_dict.values())
         if hooked or torch._C._functorch.maybe_current_level() is not None:
             return tile_step.reference_loss(self, x, y, denom)
+        if self.engine == GPU_TILE_ENGINE:  # the trainer's --precision tf32 sets TF32 matmuls
+            tf32 = torch.backends.cuda.matmul.fp32_precision == "tf32"
+            return gpu_tile_step.step_loss(self, x, y, denom, "tf32" if tf32 else "ieee")
         return tile_step.step_loss(self, x, y, denom)
 
     def step_tile(self) -> int:
-        """Examples per tile of engine 11's and 12's step for this shape (recorded in
+        """Examples per tile of engine 11's, 12's or 13's step for this shape (recorded in
         checkpoints)."""
+        if self.engine == GPU_TILE_ENGINE:
+            return gpu_tile_step.BT
         return tile_step.tile_examples(self.cfg)
 
     def step_unsupported(self, settings) -> str | None:
-        """Why engines 11–12 cannot train this model under ``settings`` (its shape, the
-        precision — fp32, or bf16 where its kernel multiplies bf16 —, the kernel), or None."""
+        """Why engines 11–13 cannot train this model under ``settings`` (its shape, the
+        precision — fp32, or bf16 where its kernel multiplies bf16; engine 13: fp32 or tf32 —,
+        the kernel), or None."""
+        if self.engine == GPU_TILE_ENGINE:
+            if settings.precision not in ("fp32", "tf32"):
+                return f"--precision {settings.precision}: engine 13 computes fp32 and tf32 only"
+            return gpu_tile_step.unsupported(self.cfg)
         if settings.precision not in ("fp32", "bf16"):
             return f"--precision {settings.precision}: it computes fp32 and bf16 only"
         if settings.precision == "bf16" and not tile_step.computes_bf16():

@@ -106,6 +106,17 @@ before engine versions existed carries none and reads as version 1.
   computable (``--engine 11``), and a lab begun under 11 resumes under ``--engine 11`` only.
   Everything else as engine 11 (bf16 where the CPU has AVX-512-BF16; engine 10 with one
   notice where its kernel cannot run).
+- 13: the transformer's step on a CUDA GPU, opt-in (``--engine 13``; issue 25 goal 5,
+  2026-12-06): engine 12's design as one Triton kernel (:mod:`rulelab.models.gpu_tile_step`).
+  A program runs one member's examples tile by tile (16 examples, positions padded to 16),
+  the forward, the cross-entropy and the backward of each tile to the end, its activations in
+  the program's own scratch; it sums its tiles' weight gradients in tile order, and the
+  programs (one per 512 examples of a pass) are added in one order: a member equals its solo
+  run, and a run repeated gives the same numbers. The products in fp32 (``tl.dot``'s
+  ``ieee``), or TF32 under ``--precision tf32``; bf16 is refused. Steps in one pass of up to
+  16,384 examples (:func:`rulelab.models.passes.pass_examples`); evaluation runs engine 4's
+  forward. d_model, d_head and d_mlp must be powers of two ≥ 16 (refused otherwise, naming
+  the field). Tested on the CPU by Triton's interpreter; on the CPU it is not offered.
 """
 
 from __future__ import annotations
@@ -133,9 +144,12 @@ FP32_ONLY_ENGINES = {11: 10, 12: 10}
 BF16_ENGINES = {11: "avx512_bf16", 12: "avx512_bf16"}
 # Engines whose model computes its whole step (forward, loss, backward) itself: a trainer
 # refuses them for a model that does not (``step_engines``) or a task with a loss of its own.
-STEP_ENGINES = (11, 12)
+STEP_ENGINES = (11, 12, 13)
 # An eager engine for the CPU only → the engine the model trains with on another device.
 CPU_ONLY_ENGINES = {7: 4, 8: 4, 9: 4, 10: 4, 11: 4, 12: 4}
+# A model's eager engine → engines it computes on an accelerator only, on request (its step
+# as a Triton kernel: engine 13).
+GPU_ENGINES = {12: (13,)}
 _GIT_TIMEOUT_S = 5.0
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
