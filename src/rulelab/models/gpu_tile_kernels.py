@@ -99,7 +99,7 @@ def dot_nt(a, b, DOT: tl.constexpr):
 
 
 @triton.jit
-def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, eps,
+def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, eps, scale,
          NP: tl.constexpr, V1: tl.constexpr, VP: tl.constexpr, T: tl.constexpr,
          P: tl.constexpr, D: tl.constexpr, H: tl.constexpr, DH: tl.constexpr,
          F: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, L: tl.constexpr,
@@ -107,8 +107,8 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
          O_POS: tl.constexpr, O_L0: tl.constexpr, LSTRIDE: tl.constexpr,
          O_FIN: tl.constexpr, SSTRIDE: tl.constexpr):
     """Program (member ``e``, slice ``s``): ``TILES`` tiles of ``BT`` examples from
-    example ``s·TILES·BT``; the loss sum into ``loss_ptr[e, s]``, the gradient sums into
-    ``g_ptr[e, s]`` (``NP`` floats, :func:`layout`'s order)."""
+    example ``s·TILES·BT`` (``scale`` = 1/√d_head); the loss sum into ``loss_ptr[e, s]``,
+    the gradient sums into ``g_ptr[e, s]`` (``NP`` floats, :func:`layout`'s order)."""
     e = tl.program_id(0)
     s = tl.program_id(1)
     R: tl.constexpr = BT * P  # token rows of a tile: example-major, position-minor
@@ -125,7 +125,6 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
     rD = tl.arange(0, D)
     rK = tl.arange(0, KP)
     rV = tl.arange(0, VP)
-    scale = 1.0 / tl.sqrt(DH * 1.0)
     loss_acc = tl.zeros((1,), tl.float32)
     for i in range(TILES):
         first = (s * TILES + i) * BT

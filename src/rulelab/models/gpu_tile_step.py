@@ -123,7 +123,7 @@ def run_step(model, x: torch.Tensor, y: torch.Tensor, denom: float, dot: str = "
     ln = model.ln_final
     gpu_tile_kernels.step[(E, n_prog)](
         flat, partial, x, y, losses, scratch, B, n_prog, 1.0 / float(denom),
-        ln.eps if ln is not None else 1e-5,
+        ln.eps if ln is not None else 1e-5, 1.0 / math.sqrt(shape.d_model // shape.heads),
         NP=lay.n_params, V1=shape.vocab + 1, VP=lay.VP, T=shape.seq_len + 1, P=lay.P,
         D=shape.d_model, H=shape.heads, DH=shape.d_model // shape.heads, F=shape.d_mlp,
         K=shape.label_mod, KP=lay.KP, L=shape.layers, LN=bool(shape.ln), BT=BT, TILES=tiles,
