@@ -142,7 +142,6 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
             for lyr in tl.static_range(L):
                 pl = prm + O_L0 + lyr * LSTRIDE
                 sl = scr + lyr * SL
-                last = lyr == L - 1
                 o = 0
                 if LN:
                     h, xhat, rstd = ln_fwd(resid, vec(pl, D), vec(pl + D, D), D, eps)
@@ -161,7 +160,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                 bv = bk + HD
                 wo = bv + HD
                 bo = wo + HD * D
-                if last:  # the query at CLS only: [BT, D]
+                if lyr == L - 1:  # the query at CLS only: [BT, D]
                     hc = tl.sum(tl.where(pos3 == 0, tl.reshape(h, (BT, P, D)), 0.0), axis=1)
                     rc = tl.sum(tl.where(pos3 == 0, tl.reshape(resid, (BT, P, D)), 0.0), axis=1)
                     attn = tl.zeros((BT, D), tl.float32)
@@ -175,7 +174,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     k3 = tl.reshape(k, (BT, P, DH))
                     v3 = tl.reshape(v, (BT, P, DH))
                     sp = sq + 4 * H * R * DH + hd * BT * P * P  # probabilities
-                    if last:
+                    if lyr == L - 1:
                         q = dot(hc, mat(wq + hd * D * DH, D, DH), DOT)
                         q += vec(bq + hd * DH, DH)[None, :]
                         put(sq + hd * R * DH, q, BT, DH)
@@ -200,7 +199,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                         put(sq + (3 * H + hd) * R * DH, z, R, DH)
                     attn += dot(z, mat(wo + hd * DH * D, DH, D), DOT)
                 attn += vec(bo, D)[None, :]
-                if last:
+                if lyr == L - 1:
                     resid = rc + attn  # [BT, D]
                 else:
                     resid = resid + attn
@@ -209,7 +208,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     sm = sq + 4 * H * R * DH + H * BT * P * P
                     if LN:
                         h2, xhat2, rstd2 = ln_fwd(resid, vec(pm, D), vec(pm + D, D), D, eps)
-                        if last:
+                        if lyr == L - 1:
                             put(sm, xhat2, BT, D)
                             tl.store(sm + R * D + tl.arange(0, BT), rstd2)
                         else:
@@ -218,12 +217,12 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                         pm += 2 * D
                     else:
                         h2 = resid
-                        if last:
+                        if lyr == L - 1:
                             put(sm, h2, BT, D)
                         else:
                             put(sm, h2, R, D)
                     pre = dot(h2, mat(pm, D, F), DOT) + vec(pm + D * F, F)[None, :]
-                    if last:
+                    if lyr == L - 1:
                         put(sm + R * D + R, pre, BT, F)
                     else:
                         put(sm + R * D + R, pre, R, F)
@@ -269,9 +268,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                 add_vec(gfin, tl.sum(dres * xhatf, axis=0), D)
                 add_vec(gfin + D, tl.sum(dres, axis=0), D)
                 dres = ln_bwd(dres, xhatf, rstdf, vec(fin, D), D)
-            for j in tl.static_range(L):
-                lyr = L - 1 - j
-                last = lyr == L - 1
+            for lyr in tl.static_range(L - 1, -1, -1):
                 pl = prm + O_L0 + lyr * LSTRIDE
                 gl = grd + O_L0 + lyr * LSTRIDE
                 sl = scr + lyr * SL
@@ -298,7 +295,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     if LN:
                         pm += 2 * D
                         gm += 2 * D
-                    if last:
+                    if lyr == L - 1:
                         pre = mat(sm + R * D + R, BT, F)
                     else:
                         pre = mat(sm + R * D + R, R, F)
@@ -307,7 +304,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     add_vec(gm + 2 * D * F + F, tl.sum(dres, axis=0), D)
                     dpre = tl.where(pre > 0, dot_nt(dres, mat(pm + D * F + F, F, D), DOT), 0.0)
                     if LN:
-                        if last:
+                        if lyr == L - 1:
                             xhat2 = mat(sm, BT, D)
                             rstd2 = tl.load(sm + R * D + tl.arange(0, BT))
                         else:
@@ -316,7 +313,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                         w2 = vec(pm - 2 * D, D)
                         h2 = xhat2 * w2[None, :] + vec(pm - D, D)[None, :]
                     else:
-                        if last:
+                        if lyr == L - 1:
                             h2 = mat(sm, BT, D)
                         else:
                             h2 = mat(sm, R, D)
@@ -337,7 +334,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     h = xhat * w1[None, :] + vec(pl + D, D)[None, :]
                 else:
                     h = mat(sl, R, D)
-                if last:
+                if lyr == L - 1:
                     hc = tl.sum(tl.where(pos3 == 0, tl.reshape(h, (BT, P, D)), 0.0), axis=1)
                 dh = tl.zeros((R, D), tl.float32)
                 for hd in tl.static_range(H):
@@ -347,7 +344,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     k3 = tl.reshape(k, (BT, P, DH))
                     v3 = tl.reshape(v, (BT, P, DH))
                     sp = sq + 4 * H * R * DH + hd * BT * P * P
-                    if last:
+                    if lyr == L - 1:
                         q = mat(sq + hd * R * DH, BT, DH)
                         z = mat(sq + (3 * H + hd) * R * DH, BT, DH)
                         pr = mat(sp, BT, P)
@@ -389,7 +386,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     add_vec(gl, tl.sum(dh * xhat, axis=0), D)
                     add_vec(gl + D, tl.sum(dh, axis=0), D)
                     dh = ln_bwd(dh, xhat, rstd, w1, D)
-                if last:  # the residual reaches the rows below at CLS only
+                if lyr == L - 1:  # the residual reaches the rows below at CLS only
                     dres = tl.reshape(tl.where(pos3 == 0, dres[:, None, :], 0.0), (R, D)) + dh
                 else:
                     dres = dres + dh

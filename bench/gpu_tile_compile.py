@@ -1,0 +1,75 @@
+"""Compile engine 13's Triton kernel for an NVIDIA GPU here, without one (issue 25 goal 5):
+Triton's front end, its GPU passes and the bundled ptxas, for sm_90 (H100 / H200), at the
+paper's shape. It says whether the kernel compiles, in how long, and with how many registers
+and how much spilled local memory per thread (from the cubin's ptxas report) — what the
+interpreter-run tests cannot: they check the numbers, not that CUDA can build it.
+
+    python bench/gpu_tile_compile.py [--dot ieee|tf32] [--warps 4] [--arch 90]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.pop("TRITON_INTERPRET", None)  # the GPU compiler, not the interpreter
+
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource, compile  # noqa: E402
+
+from rulelab.models import gpu_tile_kernels  # noqa: E402
+from rulelab.models.gpu_tile_step import BT, EXAMPLES_PER_PROGRAM, layout  # noqa: E402
+from rulelab.models.transformer import TransformerShape  # noqa: E402
+
+PAPER = TransformerShape(layers=2, heads=2, d_model=64, d_mlp=128, act="relu", ln=True,
+                         vocab=64, seq_len=10, label_mod=2)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dot", default="ieee")
+    ap.add_argument("--warps", type=int, default=4)
+    ap.add_argument("--arch", type=int, default=90)
+    ap.add_argument("--layers", type=int, default=PAPER.layers)
+    ap.add_argument("--heads", type=int, default=PAPER.heads)
+    args = ap.parse_args()
+    s = dataclasses.replace(PAPER, layers=args.layers, heads=args.heads)
+    lay = layout(s)
+    sig = {"p_ptr": "*fp32", "g_ptr": "*fp32", "x_ptr": "*i64", "y_ptr": "*i64",
+           "loss_ptr": "*fp32", "scr_ptr": "*fp32", "B": "i32", "n_prog": "i32",
+           "inv_denom": "fp32", "eps": "fp32", "scale": "fp32"}
+    const = dict(NP=lay.n_params, V1=s.vocab + 1, VP=lay.VP, T=s.seq_len + 1, P=lay.P,
+                 D=s.d_model, H=s.heads, DH=s.d_model // s.heads, F=s.d_mlp, K=s.label_mod,
+                 KP=lay.KP, L=s.layers, LN=True, BT=BT, TILES=EXAMPLES_PER_PROGRAM // BT,
+                 DOT=args.dot, O_POS=lay.o_pos, O_L0=lay.o_layer0, LSTRIDE=lay.layer_stride,
+                 O_FIN=lay.o_final, SSTRIDE=lay.scratch)
+    sig.update({k: "constexpr" for k in const})
+    src = ASTSource(gpu_tile_kernels.step, sig, constexprs=const)
+    t = time.perf_counter()
+    kernel = compile(src, target=GPUTarget("cuda", args.arch, 32),
+                     options={"num_warps": args.warps})
+    took = time.perf_counter() - t
+    ptx = kernel.asm["ptx"]
+    with tempfile.TemporaryDirectory() as tmp:  # the bundled ptxas's own report
+        path = Path(tmp) / "step.ptx"
+        path.write_text(ptx)
+        done = subprocess.run([str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+                                   / "ptxas"), f"-arch=sm_{args.arch}a" if args.arch >= 90
+                               else f"-arch=sm_{args.arch}", "-v", str(path), "-o",
+                               str(path.with_suffix(".cubin"))],
+                              capture_output=True, text=True)
+    report = " ".join(line.split("ptxas info    : ")[-1] for line in done.stderr.splitlines()
+                      if "Used" in line or "spill" in line)
+    print(f"engine 13's kernel, paper shape ({s.layers} layers, {s.heads} heads), "
+          f"sm_{args.arch}, {args.warps} warps, dot {args.dot}: compiled in {took:.0f} s, "
+          f"{len(ptx.splitlines()):,} lines of PTX, shared memory {kernel.metadata.shared:,} B; "
+          f"ptxas: {report or done.stderr[-300:]}")
+
+if __name__ == "__main__":
+    main()
