@@ -4,7 +4,7 @@ paper's shape. It says whether the kernel compiles, in how long, and with how ma
 and how much spilled local memory per thread (from the cubin's ptxas report) — what the
 interpreter-run tests cannot: they check the numbers, not that CUDA can build it.
 
-    python bench/gpu_tile_compile.py [--dot ieee|tf32] [--warps 4] [--arch 90]
+    python bench/gpu_tile_compile.py [--dot ieee|tf32] [--warps 16] [--stages 1] [--arch 90]
 """
 
 from __future__ import annotations
@@ -24,7 +24,13 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource, compile  # noqa: E402
 
 from rulelab.models import gpu_tile_kernels  # noqa: E402
-from rulelab.models.gpu_tile_step import BT, EXAMPLES_PER_PROGRAM, layout  # noqa: E402
+from rulelab.models.gpu_tile_step import (  # noqa: E402
+    BT,
+    EXAMPLES_PER_PROGRAM,
+    NUM_STAGES,
+    NUM_WARPS,
+    layout,
+)
 from rulelab.models.transformer import TransformerShape  # noqa: E402
 
 PAPER = TransformerShape(layers=2, heads=2, d_model=64, d_mlp=128, act="relu", ln=True,
@@ -34,7 +40,10 @@ PAPER = TransformerShape(layers=2, heads=2, d_model=64, d_mlp=128, act="relu", l
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dot", default="ieee")
-    ap.add_argument("--warps", type=int, default=4)
+    ap.add_argument("--warps", type=int, default=NUM_WARPS)
+    ap.add_argument("--stages", type=int, default=NUM_STAGES,
+                    help="software pipelining (at 3, every load of a loop buffered in shared "
+                         "memory)")
     ap.add_argument("--arch", type=int, default=90)
     ap.add_argument("--layers", type=int, default=PAPER.layers)
     ap.add_argument("--heads", type=int, default=PAPER.heads)
@@ -53,7 +62,7 @@ def main() -> None:
     src = ASTSource(gpu_tile_kernels.step, sig, constexprs=const)
     t = time.perf_counter()
     kernel = compile(src, target=GPUTarget("cuda", args.arch, 32),
-                     options={"num_warps": args.warps})
+                     options={"num_warps": args.warps, "num_stages": args.stages})
     took = time.perf_counter() - t
     ptx = kernel.asm["ptx"]
     with tempfile.TemporaryDirectory() as tmp:  # the bundled ptxas's own report
@@ -67,7 +76,8 @@ def main() -> None:
     report = " ".join(line.split("ptxas info    : ")[-1] for line in done.stderr.splitlines()
                       if "Used" in line or "spill" in line)
     print(f"engine 13's kernel, paper shape ({s.layers} layers, {s.heads} heads), "
-          f"sm_{args.arch}, {args.warps} warps, dot {args.dot}: compiled in {took:.0f} s, "
+          f"sm_{args.arch}, {args.warps} warps, {args.stages} stages, dot {args.dot}: "
+          f"compiled in {took:.0f} s, "
           f"{len(ptx.splitlines()):,} lines of PTX, shared memory {kernel.metadata.shared:,} B; "
           f"ptxas: {report or done.stderr[-300:]}")
 

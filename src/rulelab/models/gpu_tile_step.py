@@ -23,6 +23,11 @@ __all__ = ["BT", "GPU_TILE_ENGINE", "layout", "run_step", "step_loss", "unsuppor
 
 BT = 16  # examples per tile: tl.dot's smallest block for the CLS rows' products
 EXAMPLES_PER_PROGRAM = 512  # a program's share of a member's batch (its tiles, in order)
+# Launch options (bench/gpu_tile_compile.py, sm_90, compiled here without a GPU): 16 warps
+# keep a tile's [256, 128] tensors at 64 values a thread; one stage, because Triton's software
+# pipelining buffers every load of the head loop in shared memory (576 KiB at 3 stages, past
+# the 227 KiB a block may hold; 224 KiB at one).
+NUM_WARPS, NUM_STAGES = 16, 1
 
 
 def _pow2(n: int) -> int:
@@ -128,7 +133,7 @@ def run_step(model, x: torch.Tensor, y: torch.Tensor, denom: float, dot: str = "
         D=shape.d_model, H=shape.heads, DH=shape.d_model // shape.heads, F=shape.d_mlp,
         K=shape.label_mod, KP=lay.KP, L=shape.layers, LN=bool(shape.ln), BT=BT, TILES=tiles,
         DOT=dot, O_POS=lay.o_pos, O_L0=lay.o_layer0, LSTRIDE=lay.layer_stride,
-        O_FIN=lay.o_final, SSTRIDE=lay.scratch)
+        O_FIN=lay.o_final, SSTRIDE=lay.scratch, num_warps=NUM_WARPS, num_stages=NUM_STAGES)
     grads, at = [], 0
     g = partial[:, 0].clone()  # [E, n_params]: programs added one by one, whatever E is (a
     for j in range(1, n_prog):  # reduction kernel's split could depend on the tensor's size)
