@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one device call of a session lent a GPU (15 minutes of device time, start included), in
 # the order of what its minutes buy: the GPU check (bench/gpu_check.sh, issue 13: member ≡ solo
-# on CUDA; the eager and the compiled engine's throughput in fp32, bf16 and tf32; each paper
+# on CUDA, engine 13's included; the eager engine's, engine 13's and the compiled engine's
+# throughput in fp32 and tf32; each paper
 # recipe projected from those rates, issue 25 goal 5), then the compile probe
 # (bench/gpu_compile_probe.py: the compiled engine's traced layout against the model's own) and
 # study S's paper slice (bench/gpu_paper_slice.sh, issue 11, resumed from results/gpu/), each
@@ -24,10 +25,17 @@ if ! "$PY" -c "import pydantic" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; th
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
-# The sizes whose rates the projections need (E = 1024 ran as E = 256 did on 2026-11-30).
-export S_MEMBERS=${S_MEMBERS:-"2 64 256"} M_MEMBERS=${M_MEMBERS:-"8 64"}
-# The check takes the budget less 150 s; the probe and the slice get what it leaves.
-EQUIV_SECONDS=${EQUIV_SECONDS:-120} BENCH_SECONDS=${BENCH_SECONDS:-$(left 150)} \
+# The sizes whose rates the projections need (E = 1024 ran as E = 256 did on 2026-11-30; E = 2
+# and bf16 were measured on 2026-11-30 and 12-04): the eager engine in fp32 and tf32 is the
+# baseline engine 13 (the fused Triton step, issue 25 goal 5; fp32 and tf32 only) is read against
+# in the same session.
+if [ "${DEVICE:-cuda}" != cpu ]; then  # the smoke run keeps gpu_check.sh's tiny sizes
+  export S_MEMBERS=${S_MEMBERS:-"64 256"} M_MEMBERS=${M_MEMBERS:-"8 64"}
+  export PRECISIONS=${PRECISIONS:-"fp32 tf32"}
+fi
+# The check takes the budget less 150 s; the probe and the slice get what it leaves. Its device
+# tests compile engine 13's kernel once (≈ 2 minutes on this repo's CPU: bench/gpu_tile_compile.py).
+EQUIV_SECONDS=${EQUIV_SECONDS:-240} BENCH_SECONDS=${BENCH_SECONDS:-$(left 150)} \
   bash bench/gpu_check.sh 2>&1 | tee "$OUT/gpu_check.log"
 probe=$(left 90); [ "$probe" -gt "${COMPILE_SECONDS:-240}" ] && probe=${COMPILE_SECONDS:-240}
 if [ "$probe" -ge 60 ]; then
