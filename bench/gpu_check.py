@@ -22,6 +22,7 @@
 
 Sizes come from the environment (bench/gpu_check.sh sets them; DEVICE=cpu gives a smoke run):
 DEVICE, EPOCHS, PRECISIONS, S_MEMBERS, S_TILE_MEMBERS and S_COMPILED_MEMBERS ("" skips),
+TILE_SHAPES (engine 13's tile:warps to time, default "16:16 4:16"),
 S_N_TRAIN, S_N_EVAL,
 M_MEMBERS, M_P, M_WIDTH,
 MICRO_BATCH (default: per E, the largest power of two whose E members fit in 60% of the memory
@@ -41,6 +42,7 @@ from scipy.optimize import nnls
 
 from rulelab import hardware
 from rulelab.engine.runner import trainer_class
+from rulelab.models import gpu_tile_step
 from rulelab.settings import Settings
 from rulelab.studies.coexistence.config import ModularRunConfig
 from rulelab.studies.shortcut_saturation.config import MPSPRunConfig
@@ -52,6 +54,9 @@ DEVICE = os.environ.get("DEVICE", "cuda")
 CUDA = DEVICE.startswith("cuda")
 EPOCHS = int(os.environ.get("EPOCHS", "3"))
 FORCE_BF16 = os.environ.get("FORCE_BF16") == "1"  # time bf16 even where it is not native
+
+
+SHIPPED_TILE = (gpu_tile_step.BT, gpu_tile_step.NUM_WARPS)
 
 
 def env_ints(name: str, default: str) -> list[int]:
@@ -237,10 +242,19 @@ def main() -> None:
     # Engine 13 (the step as one Triton kernel, issue 25 goal 5; opt-in on CUDA) at the paper
     # recipes' ensemble sizes, first of the optional engines: its warm-up column holds the
     # kernel's compile.
+    # TILE_SHAPES: the kernel's tile (examples) and warps, each timed apart. 16:16 is the
+    # engine's; 4:16 (the last block at every position, 4x fewer values a thread: ptxas's stack
+    # 10 KB against 33 KB, bench/gpu_tile_compile.py) is set here only, to be compared.
     tiled = env_ints("S_TILE_MEMBERS", "64 256")
-    if tiled:
-        s.update(table("study S, the same, trained by engine 13 (the fused Triton step)", s_cfg,
-                       "epoch", {"13": tiled}))
+    shapes = os.environ.get("TILE_SHAPES", "16:16 4:16").split() if tiled else []
+    for shape in shapes:
+        tile, warps = (int(v) for v in shape.split(":"))
+        gpu_tile_step.BT, gpu_tile_step.NUM_WARPS = tile, warps
+        rows = table(f"study S, the same, trained by engine 13 (the fused Triton step), tiles of "
+                     f"{tile} examples, {warps} warps", s_cfg, "epoch", {"13": tiled})
+        s.update({k.replace("13", f"13 ({shape})"): v for k, v in rows.items()})
+    gpu_tile_step.BT, gpu_tile_step.NUM_WARPS = SHIPPED_TILE
+    if shapes:
         projections({"mpsp": (s, max(s_members))}, only="mpsp")
     # The compiled engine (engine 5: torch.compile of each pass's forward and backward, Triton
     # on CUDA) beside the eager one, at the sizes the paper recipes' ensembles have (issue 25

@@ -23,9 +23,8 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource, compile  # noqa: E402
 
-from rulelab.models import gpu_tile_kernels  # noqa: E402
+from rulelab.models import gpu_tile_kernels, gpu_tile_step  # noqa: E402
 from rulelab.models.gpu_tile_step import (  # noqa: E402
-    BT,
     EXAMPLES_PER_PROGRAM,
     NUM_STAGES,
     NUM_WARPS,
@@ -47,7 +46,10 @@ def main() -> None:
     ap.add_argument("--arch", type=int, default=90)
     ap.add_argument("--layers", type=int, default=PAPER.layers)
     ap.add_argument("--heads", type=int, default=PAPER.heads)
+    ap.add_argument("--bt", type=int, default=gpu_tile_step.BT,
+                    help="examples per tile (below 16 the last block runs at every position)")
     args = ap.parse_args()
+    gpu_tile_step.BT = args.bt  # the layout's scratch is sized by it
     s = dataclasses.replace(PAPER, layers=args.layers, heads=args.heads)
     lay = layout(s)
     sig = {"p_ptr": "*fp32", "g_ptr": "*fp32", "x_ptr": "*i64", "y_ptr": "*i64",
@@ -55,7 +57,8 @@ def main() -> None:
            "inv_denom": "fp32", "eps": "fp32", "scale": "fp32"}
     const = dict(NP=lay.n_params, V1=s.vocab + 1, VP=lay.VP, T=s.seq_len + 1, P=lay.P,
                  D=s.d_model, H=s.heads, DH=s.d_model // s.heads, F=s.d_mlp, K=s.label_mod,
-                 KP=lay.KP, L=s.layers, LN=True, BT=BT, TILES=EXAMPLES_PER_PROGRAM // BT,
+                 KP=lay.KP, L=s.layers, LN=True, BT=args.bt,
+                 TILES=EXAMPLES_PER_PROGRAM // args.bt,
                  DOT=args.dot, O_POS=lay.o_pos, O_L0=lay.o_layer0, LSTRIDE=lay.layer_stride,
                  O_FIN=lay.o_final, SSTRIDE=lay.scratch)
     sig.update({k: "constexpr" for k in const})
@@ -65,21 +68,19 @@ def main() -> None:
                      options={"num_warps": args.warps, "num_stages": args.stages})
     took = time.perf_counter() - t
     ptx = kernel.asm["ptx"]
-    with tempfile.TemporaryDirectory() as tmp:  # the bundled ptxas's own report
-        path = Path(tmp) / "step.ptx"
-        path.write_text(ptx)
+    with tempfile.TemporaryDirectory() as tmp:  # the cubin Triton built, as cuobjdump reads it
+        path = Path(tmp) / "step.cubin"
+        path.write_bytes(kernel.asm["cubin"])
         done = subprocess.run([str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-                                   / "ptxas"), f"-arch=sm_{args.arch}a" if args.arch >= 90
-                               else f"-arch=sm_{args.arch}", "-v", str(path), "-o",
-                               str(path.with_suffix(".cubin"))],
+                                   / "cuobjdump"), "--dump-resource-usage", str(path)],
                               capture_output=True, text=True)
-    report = " ".join(line.split("ptxas info    : ")[-1] for line in done.stderr.splitlines()
-                      if "Used" in line or "spill" in line)
+    report = " ".join(line.strip() for line in done.stdout.splitlines() if "REG" in line)
     print(f"engine 13's kernel, paper shape ({s.layers} layers, {s.heads} heads), "
+          f"tiles of {args.bt}, "
           f"sm_{args.arch}, {args.warps} warps, {args.stages} stages, dot {args.dot}: "
           f"compiled in {took:.0f} s, "
           f"{len(ptx.splitlines()):,} lines of PTX, shared memory {kernel.metadata.shared:,} B; "
-          f"ptxas: {report or done.stderr[-300:]}")
+          f"resources: {report or done.stderr[-300:]}")
 
 if __name__ == "__main__":
     main()

@@ -113,6 +113,9 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
     s = tl.program_id(1)
     R: tl.constexpr = BT * P  # token rows of a tile: example-major, position-minor
     HD: tl.constexpr = H * DH
+    # the last block at CLS only (its products need 16 rows for tl.dot); smaller tiles run it at
+    # every position and read CLS after it
+    CLS: tl.constexpr = BT >= 16
     # a layer's scratch: x̂ and 1/σ, q/k/v/z of each head, probabilities, x̂₂, 1/σ₂, MLP pre
     SL: tl.constexpr = R * (2 * D + 4 * HD + F + 2) + H * BT * P * P
     prm = p_ptr + e.to(tl.int64) * NP
@@ -160,7 +163,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                 bv = bk + HD
                 wo = bv + HD
                 bo = wo + HD * D
-                if lyr == L - 1:  # the query at CLS only: [BT, D]
+                if CLS and lyr == L - 1:  # the query at CLS only: [BT, D]
                     hc = tl.sum(tl.where(pos3 == 0, tl.reshape(h, (BT, P, D)), 0.0), axis=1)
                     rc = tl.sum(tl.where(pos3 == 0, tl.reshape(resid, (BT, P, D)), 0.0), axis=1)
                     attn = tl.zeros((BT, D), tl.float32)
@@ -174,7 +177,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     k3 = tl.reshape(k, (BT, P, DH))
                     v3 = tl.reshape(v, (BT, P, DH))
                     sp = sq + 4 * H * R * DH + hd * BT * P * P  # probabilities
-                    if lyr == L - 1:
+                    if CLS and lyr == L - 1:
                         q = dot(hc, mat(wq + hd * D * DH, D, DH), DOT)
                         q += vec(bq + hd * DH, DH)[None, :]
                         put(sq + hd * R * DH, q, BT, DH)
@@ -199,7 +202,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                         put(sq + (3 * H + hd) * R * DH, z, R, DH)
                     attn += dot(z, mat(wo + hd * DH * D, DH, D), DOT)
                 attn += vec(bo, D)[None, :]
-                if lyr == L - 1:
+                if CLS and lyr == L - 1:
                     resid = rc + attn  # [BT, D]
                 else:
                     resid = resid + attn
@@ -208,7 +211,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     sm = sq + 4 * H * R * DH + H * BT * P * P
                     if LN:
                         h2, xhat2, rstd2 = ln_fwd(resid, vec(pm, D), vec(pm + D, D), D, eps)
-                        if lyr == L - 1:
+                        if CLS and lyr == L - 1:
                             put(sm, xhat2, BT, D)
                             tl.store(sm + R * D + tl.arange(0, BT), rstd2)
                         else:
@@ -217,18 +220,20 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                         pm += 2 * D
                     else:
                         h2 = resid
-                        if lyr == L - 1:
+                        if CLS and lyr == L - 1:
                             put(sm, h2, BT, D)
                         else:
                             put(sm, h2, R, D)
                     pre = dot(h2, mat(pm, D, F), DOT) + vec(pm + D * F, F)[None, :]
-                    if lyr == L - 1:
+                    if CLS and lyr == L - 1:
                         put(sm + R * D + R, pre, BT, F)
                     else:
                         put(sm + R * D + R, pre, R, F)
                     act = tl.maximum(pre, 0.0)
                     resid = resid + dot(act, mat(pm + D * F + F, F, D), DOT)
                     resid += vec(pm + 2 * D * F + F, D)[None, :]
+            if not CLS:
+                resid = tl.sum(tl.where(pos3 == 0, tl.reshape(resid, (BT, P, D)), 0.0), axis=1)
             # ---- loss at CLS: resid [BT, D] ---------------------------------------------------
             fin = prm + O_FIN
             if LN:
@@ -240,7 +245,10 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
             cmask = rK < K
             W_U = tl.load(wu + rD[:, None] * K + rK[None, :], mask=cmask[None, :], other=0.0)
             b_U = tl.load(wu + D * K + rK, mask=cmask, other=0.0)
-            logits = dot(hf, W_U, DOT) + b_U[None, :]  # [BT, KP]
+            if CLS:
+                logits = dot(hf, W_U, DOT) + b_U[None, :]  # [BT, KP]
+            else:
+                logits = tl.sum(hf[:, :, None] * W_U[None, :, :], axis=1) + b_U[None, :]
             logits = tl.where(cmask[None, :], logits, float("-inf"))
             exb = first + tl.arange(0, BT)
             yb = tl.load(y_ptr + e.to(tl.int64) * B + exb, mask=exb < B, other=-1)
@@ -257,17 +265,26 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                 gwu = gfin + 2 * D
             else:
                 gwu = gfin
+            if CLS:
+                gram_u = dot_tn(hf, dlog, DOT)  # [D, KP]
+            else:
+                gram_u = tl.sum(hf[:, :, None] * dlog[:, None, :], axis=0)
             tl.store(gwu + rD[:, None] * K + rK[None, :],
                      tl.load(gwu + rD[:, None] * K + rK[None, :], mask=cmask[None, :], other=0.0)
-                     + dot_tn(hf, dlog, DOT), mask=cmask[None, :])
+                     + gram_u, mask=cmask[None, :])
             tl.store(gwu + D * K + rK,
                      tl.load(gwu + D * K + rK, mask=cmask, other=0.0) + tl.sum(dlog, axis=0),
                      mask=cmask)
-            dres = dot_nt(dlog, W_U, DOT)  # [BT, D]
+            if CLS:
+                dres = dot_nt(dlog, W_U, DOT)  # [BT, D]
+            else:
+                dres = tl.sum(dlog[:, None, :] * W_U[None, :, :], axis=2)
             if LN:
                 add_vec(gfin, tl.sum(dres * xhatf, axis=0), D)
                 add_vec(gfin + D, tl.sum(dres, axis=0), D)
                 dres = ln_bwd(dres, xhatf, rstdf, vec(fin, D), D)
+            if not CLS:  # the loss reads the residual at CLS alone
+                dres = tl.reshape(tl.where(pos3 == 0, dres[:, None, :], 0.0), (R, D))
             for lyr in tl.static_range(L - 1, -1, -1):
                 pl = prm + O_L0 + lyr * LSTRIDE
                 gl = grd + O_L0 + lyr * LSTRIDE
@@ -295,7 +312,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     if LN:
                         pm += 2 * D
                         gm += 2 * D
-                    if lyr == L - 1:
+                    if CLS and lyr == L - 1:
                         pre = mat(sm + R * D + R, BT, F)
                     else:
                         pre = mat(sm + R * D + R, R, F)
@@ -304,7 +321,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     add_vec(gm + 2 * D * F + F, tl.sum(dres, axis=0), D)
                     dpre = tl.where(pre > 0, dot_nt(dres, mat(pm + D * F + F, F, D), DOT), 0.0)
                     if LN:
-                        if lyr == L - 1:
+                        if CLS and lyr == L - 1:
                             xhat2 = mat(sm, BT, D)
                             rstd2 = tl.load(sm + R * D + tl.arange(0, BT))
                         else:
@@ -313,7 +330,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                         w2 = vec(pm - 2 * D, D)
                         h2 = xhat2 * w2[None, :] + vec(pm - D, D)[None, :]
                     else:
-                        if lyr == L - 1:
+                        if CLS and lyr == L - 1:
                             h2 = mat(sm, BT, D)
                         else:
                             h2 = mat(sm, R, D)
@@ -334,7 +351,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     h = xhat * w1[None, :] + vec(pl + D, D)[None, :]
                 else:
                     h = mat(sl, R, D)
-                if lyr == L - 1:
+                if CLS and lyr == L - 1:
                     hc = tl.sum(tl.where(pos3 == 0, tl.reshape(h, (BT, P, D)), 0.0), axis=1)
                 dh = tl.zeros((R, D), tl.float32)
                 for hd in range(H):  # a loop, not unrolled: half the code to compile
@@ -344,7 +361,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     k3 = tl.reshape(k, (BT, P, DH))
                     v3 = tl.reshape(v, (BT, P, DH))
                     sp = sq + 4 * H * R * DH + hd * BT * P * P
-                    if lyr == L - 1:
+                    if CLS and lyr == L - 1:
                         q = mat(sq + hd * R * DH, BT, DH)
                         z = mat(sq + (3 * H + hd) * R * DH, BT, DH)
                         pr = mat(sp, BT, P)
@@ -386,7 +403,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     add_vec(gl, tl.sum(dh * xhat, axis=0), D)
                     add_vec(gl + D, tl.sum(dh, axis=0), D)
                     dh = ln_bwd(dh, xhat, rstd, w1, D)
-                if lyr == L - 1:  # the residual reaches the rows below at CLS only
+                if CLS and lyr == L - 1:  # the residual reaches the rows below at CLS only
                     dres = tl.reshape(tl.where(pos3 == 0, dres[:, None, :], 0.0), (R, D)) + dh
                 else:
                     dres = dres + dh

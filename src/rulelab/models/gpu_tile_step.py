@@ -21,7 +21,10 @@ from rulelab.models.passes import GPU_TILE_ENGINE
 
 __all__ = ["BT", "GPU_TILE_ENGINE", "layout", "run_step", "step_loss", "unsupported"]
 
-BT = 16  # examples per tile: tl.dot's smallest block for the CLS rows' products
+# Examples per tile: 16, tl.dot's smallest block, lets the last block work at CLS alone; a
+# smaller tile (a power of two) runs it at every position and reads CLS after it (the tests
+# check both; bench/gpu_tile_compile.py --bt compiles either).
+BT = 16
 EXAMPLES_PER_PROGRAM = 512  # a program's share of a member's batch (its tiles, in order)
 # Launch options (bench/gpu_tile_compile.py, sm_90, compiled here without a GPU): 16 warps
 # keep a tile's [256, 128] tensors at 64 values a thread; one stage, because Triton's software

@@ -46,8 +46,10 @@ SHAPES = {  # each takes other branches of the kernel
 }
 
 
+@pytest.mark.parametrize("tile", [16, 4])  # 4: the last block at every position, CLS read after
 @pytest.mark.parametrize("name", list(SHAPES))
-def test_the_fused_step_gives_autograds_loss_and_gradients(gpu_step, name):
+def test_the_fused_step_gives_autograds_loss_and_gradients(gpu_step, monkeypatch, name, tile):
+    monkeypatch.setattr(gpu_step, "BT", tile)
     kw = dict(SHAPES[name])
     B = kw.pop("B")
     model, x, y = model_and_batch(2, B, **kw)
