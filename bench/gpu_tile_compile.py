@@ -44,6 +44,9 @@ def main() -> None:
                     help="software pipelining (at 3, every load of a loop buffered in shared "
                          "memory)")
     ap.add_argument("--arch", type=int, default=90)
+    ap.add_argument("--maxnreg", type=int, default=None,
+                    help="registers a thread, at most (default: gpu_tile_step.max_registers)")
+    ap.add_argument("--ptxas", default=None, help="ptxas options (e.g. -O1)")
     ap.add_argument("--layers", type=int, default=PAPER.layers)
     ap.add_argument("--heads", type=int, default=PAPER.heads)
     ap.add_argument("--bt", type=int, default=gpu_tile_step.BT,
@@ -65,7 +68,9 @@ def main() -> None:
     src = ASTSource(gpu_tile_kernels.step, sig, constexprs=const)
     t = time.perf_counter()
     kernel = compile(src, target=GPUTarget("cuda", args.arch, 32),
-                     options={"num_warps": args.warps, "num_stages": args.stages})
+                     options={"num_warps": args.warps, "num_stages": args.stages,
+                              "maxnreg": args.maxnreg or gpu_tile_step.max_registers(args.warps),
+                              "ptx_options": args.ptxas})
     took = time.perf_counter() - t
     ptx = kernel.asm["ptx"]
     with tempfile.TemporaryDirectory() as tmp:  # the cubin Triton built, as cuobjdump reads it

@@ -33,6 +33,13 @@ EXAMPLES_PER_PROGRAM = 512  # a program's share of a member's batch (its tiles, 
 NUM_WARPS, NUM_STAGES = 16, 1
 
 
+def max_registers(warps: int) -> int:
+    """Registers a thread may use: the SM's 65,536 shared by one block of ``warps`` warps (at
+    most 255). Set explicitly because ptxas -O3 gave this kernel 32 registers and spilled the
+    rest (10.5 KB of stack a thread, tiles of 4; 5.0 KB at 128: bench/gpu_tile_compile.py)."""
+    return min(255, 65536 // (32 * warps))
+
+
 def _pow2(n: int) -> int:
     return 1 << max(int(n) - 1, 0).bit_length()
 
@@ -136,7 +143,8 @@ def run_step(model, x: torch.Tensor, y: torch.Tensor, denom: float, dot: str = "
         D=shape.d_model, H=shape.heads, DH=shape.d_model // shape.heads, F=shape.d_mlp,
         K=shape.label_mod, KP=lay.KP, L=shape.layers, LN=bool(shape.ln), BT=BT, TILES=tiles,
         DOT=dot, O_POS=lay.o_pos, O_L0=lay.o_layer0, LSTRIDE=lay.layer_stride,
-        O_FIN=lay.o_final, SSTRIDE=lay.scratch, num_warps=NUM_WARPS, num_stages=NUM_STAGES)
+        O_FIN=lay.o_final, SSTRIDE=lay.scratch, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+        maxnreg=max_registers(NUM_WARPS))
     grads, at = [], 0
     g = partial[:, 0].clone()  # [E, n_params]: programs added one by one, whatever E is (a
     for j in range(1, n_prog):  # reduction kernel's split could depend on the tensor's size)
