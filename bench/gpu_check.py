@@ -5,10 +5,11 @@
    batch 16,384, val / adv 4,096 each): for each precision and ensemble size E, one warm-up
    epoch, EPOCHS timed epochs, one timed evaluation → s/epoch, seed-epochs/s (the evaluation
    amortized over eval_every = 10 epochs), TFLOP/s (3 × forward matmul FLOPs, as the planner
-   counts), peak memory per member beside the planner's estimate; then the same for engine 13
-   (``--engine 13``: the step as one Triton kernel, issue 25 goal 5) at S_TILE_MEMBERS in one
-   pass of the whole batch, its kernel's compile in the warm-up column; then for the
-   compiled engine (``--engine compiled``, engine 5: each pass's forward and backward fused by
+   counts), peak memory per member beside the planner's estimate; then, before study M, the
+   same for engine 13 (``--engine 13``: the step as one Triton kernel, issue 25 goal 5) at
+   S_TILE_MEMBERS in one pass of the whole batch, for each of TILE_SHAPES, its kernel's compile
+   in the warm-up column; then, after study M and the projections, for the compiled engine
+   (``--engine compiled``, engine 5: each pass's forward and backward fused by
    ``torch.compile``, Triton kernels on CUDA) at S_COMPILED_MEMBERS, its compile in the
    warm-up column.
 3. Study M at P = 113, width 4097, train fraction 0.8 (the widest run of the paper recipe):
@@ -235,16 +236,12 @@ def main() -> None:
     m_members = env_ints("M_MEMBERS", "1 8 64 256")
     s = table(f"study S, paper config 2L2H, N = {n_train:,}, one epoch = one full-batch step",
               s_cfg, "epoch", {"eager": s_members})
-    m = table(f"study M, P = {p}, width {width}, train fraction 0.8, full batch", m_cfg,
-              "step", {"eager": m_members})
-    by_task = {"mpsp": (s, max(s_members)), "modular": (m, max(m_members))}
-    projections(by_task)
     # Engine 13 (the step as one Triton kernel, issue 25 goal 5; opt-in on CUDA) at the paper
-    # recipes' ensemble sizes, first of the optional engines: its warm-up column holds the
-    # kernel's compile.
+    # recipes' ensemble sizes, right after the eager baseline (before study M, measured on 11-30
+    # and 12-04, so a time limit cuts that first): its warm-up column holds the kernel's compile.
     # TILE_SHAPES: the kernel's tile (examples) and warps, each timed apart. 16:16 is the
-    # engine's; 4:16 (the last block at every position, 4x fewer values a thread: ptxas's stack
-    # 10 KB against 33 KB, bench/gpu_tile_compile.py) is set here only, to be compared.
+    # engine's; 4:16 (the last block at every position, 4x fewer values a thread: 5 KB of stack
+    # a thread against 12 KB, bench/gpu_tile_compile.py) is set here only, to be compared.
     tiled = env_ints("S_TILE_MEMBERS", "64 256")
     shapes = os.environ.get("TILE_SHAPES", "16:16 4:16").split() if tiled else []
     for shape in shapes:
@@ -254,8 +251,10 @@ def main() -> None:
                      f"{tile} examples, {warps} warps", s_cfg, "epoch", {"13": tiled})
         s.update({k.replace("13", f"13 ({shape})"): v for k, v in rows.items()})
     gpu_tile_step.BT, gpu_tile_step.NUM_WARPS = SHIPPED_TILE
-    if shapes:
-        projections({"mpsp": (s, max(s_members))}, only="mpsp")
+    m = table(f"study M, P = {p}, width {width}, train fraction 0.8, full batch", m_cfg,
+              "step", {"eager": m_members})
+    by_task = {"mpsp": (s, max(s_members)), "modular": (m, max(m_members))}
+    projections(by_task)
     # The compiled engine (engine 5: torch.compile of each pass's forward and backward, Triton
     # on CUDA) beside the eager one, at the sizes the paper recipes' ensembles have (issue 25
     # goal 5), after the eager projections so that a compile cut by the time limit costs
