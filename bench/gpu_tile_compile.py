@@ -28,12 +28,12 @@ from rulelab.models.gpu_tile_step import (  # noqa: E402
     EXAMPLES_PER_PROGRAM,
     NUM_STAGES,
     NUM_WARPS,
-    layout,
+    kernel_constants,
 )
 from rulelab.models.transformer import TransformerShape  # noqa: E402
+from rulelab.studies.shortcut_saturation.config import MPSPRunConfig  # noqa: E402
 
-PAPER = TransformerShape(layers=2, heads=2, d_model=64, d_mlp=128, act="relu", ln=True,
-                         vocab=64, seq_len=10, label_mod=2)
+PAPER = TransformerShape.of(MPSPRunConfig(layers=2, heads=2))  # study S's defaults: the paper's
 
 
 def main() -> None:
@@ -52,18 +52,12 @@ def main() -> None:
     ap.add_argument("--bt", type=int, default=gpu_tile_step.BT,
                     help="examples per tile (below 16 the last block runs at every position)")
     args = ap.parse_args()
-    gpu_tile_step.BT = args.bt  # the layout's scratch is sized by it
+    gpu_tile_step.BT = args.bt  # kernel_constants reads it
     s = dataclasses.replace(PAPER, layers=args.layers, heads=args.heads)
-    lay = layout(s)
     sig = {"p_ptr": "*fp32", "g_ptr": "*fp32", "x_ptr": "*i64", "y_ptr": "*i64",
            "loss_ptr": "*fp32", "scr_ptr": "*fp32", "B": "i32", "n_prog": "i32",
            "inv_denom": "fp32", "eps": "fp32", "scale": "fp32"}
-    const = dict(NP=lay.n_params, V1=s.vocab + 1, VP=lay.VP, T=s.seq_len + 1, P=lay.P,
-                 D=s.d_model, H=s.heads, DH=s.d_model // s.heads, F=s.d_mlp, K=s.label_mod,
-                 KP=lay.KP, L=s.layers, LN=True, BT=args.bt,
-                 TILES=EXAMPLES_PER_PROGRAM // args.bt,
-                 DOT=args.dot, O_POS=lay.o_pos, O_L0=lay.o_layer0, LSTRIDE=lay.layer_stride,
-                 O_FIN=lay.o_final, SSTRIDE=lay.scratch)
+    const = kernel_constants(s, EXAMPLES_PER_PROGRAM // args.bt, args.dot)
     sig.update({k: "constexpr" for k in const})
     src = ASTSource(gpu_tile_kernels.step, sig, constexprs=const)
     t = time.perf_counter()

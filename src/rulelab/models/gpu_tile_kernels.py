@@ -99,31 +99,72 @@ def dot_nt(a, b, DOT: tl.constexpr):
 
 
 @triton.jit
+def block_params(base, LN: tl.constexpr, D: tl.constexpr, H: tl.constexpr, DH: tl.constexpr):
+    """A block's pointers from its first float, in :func:`layout`'s order (its gradient row's
+    too): W_Q, W_K, W_V, b_Q, b_K, b_V, W_O, b_O, and the MLP's first float (LN₂ if any)."""
+    o = 0
+    if LN:  # LN₁'s w and b come first
+        o = 2 * D
+    wq = base + o
+    wk = wq + H * D * DH
+    wv = wk + H * D * DH
+    bq = wv + H * D * DH
+    bk = bq + H * DH
+    bv = bk + H * DH
+    wo = bv + H * DH
+    bo = wo + H * DH * D
+    return wq, wk, wv, bq, bk, bv, wo, bo, bo + D
+
+
+@triton.jit
+def layer_scratch(sl, R: tl.constexpr, D: tl.constexpr, H: tl.constexpr, DH: tl.constexpr,
+                  BT: tl.constexpr, P: tl.constexpr):
+    """A layer's scratch from its first float (x̂ ``[R, D]`` and 1/σ ``[R]`` first): q, k, v, z of
+    each head (``[H, R, DH]`` each), the probabilities ``[H, BT, P, P]``, then the MLP's x̂₂, 1/σ₂
+    and pre-activations."""
+    sq = sl + R * D + R
+    sprob = sq + 4 * H * R * DH
+    return sq, sprob, sprob + H * BT * P * P
+
+
+@triton.jit
+def at_cls(x, BT: tl.constexpr, P: tl.constexpr, C: tl.constexpr):
+    """The CLS rows ``[BT, C]`` of a tile's rows ``x [BT·P, C]`` (a masked sum: exact)."""
+    cls = tl.arange(0, P)[None, :, None] == 0
+    return tl.sum(tl.where(cls, tl.reshape(x, (BT, P, C)), 0.0), axis=1)
+
+
+@triton.jit
+def on_cls_rows(x, BT: tl.constexpr, P: tl.constexpr, C: tl.constexpr):
+    """``x [BT, C]`` placed at a tile's CLS rows, zeros elsewhere: ``[BT·P, C]``."""
+    cls = tl.arange(0, P)[None, :, None] == 0
+    return tl.reshape(tl.where(cls, x[:, None, :], 0.0), (BT * P, C))
+
+
+@triton.jit
 def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, eps, scale,
          NP: tl.constexpr, V1: tl.constexpr, VP: tl.constexpr, T: tl.constexpr,
          P: tl.constexpr, D: tl.constexpr, H: tl.constexpr, DH: tl.constexpr,
          F: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, L: tl.constexpr,
          LN: tl.constexpr, BT: tl.constexpr, TILES: tl.constexpr, DOT: tl.constexpr,
          O_POS: tl.constexpr, O_L0: tl.constexpr, LSTRIDE: tl.constexpr,
-         O_FIN: tl.constexpr, SSTRIDE: tl.constexpr):
+         O_FIN: tl.constexpr):
     """Program (member ``e``, slice ``s``): ``TILES`` tiles of ``BT`` examples from
     example ``s·TILES·BT`` (``scale`` = 1/√d_head); the loss sum into ``loss_ptr[e, s]``,
     the gradient sums into ``g_ptr[e, s]`` (``NP`` floats, :func:`layout`'s order)."""
     e = tl.program_id(0)
     s = tl.program_id(1)
     R: tl.constexpr = BT * P  # token rows of a tile: example-major, position-minor
-    HD: tl.constexpr = H * DH
     # the last block at CLS only (its products need 16 rows for tl.dot); smaller tiles run it at
     # every position and read CLS after it
     CLS: tl.constexpr = BT >= 16
     # a layer's scratch: x̂ and 1/σ, q/k/v/z of each head, probabilities, x̂₂, 1/σ₂, MLP pre
-    SL: tl.constexpr = R * (2 * D + 4 * HD + F + 2) + H * BT * P * P
+    SL: tl.constexpr = R * (2 * D + 4 * H * DH + F + 2) + H * BT * P * P
     prm = p_ptr + e.to(tl.int64) * NP
     grd = g_ptr + (e.to(tl.int64) * n_prog + s) * NP
-    scr = scr_ptr + (e.to(tl.int64) * n_prog + s) * SSTRIDE
+    scr = scr_ptr + (e.to(tl.int64) * n_prog + s) * (L * SL)
     rows = tl.arange(0, R)
     pos = rows % P  # [R]
-    pos3 = tl.arange(0, P)[None, :, None]  # [1, P, 1]
     kpos = tl.arange(0, P)  # key positions
     rD = tl.arange(0, D)
     rK = tl.arange(0, KP)
@@ -145,27 +186,18 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
             for lyr in tl.static_range(L):
                 pl = prm + O_L0 + lyr * LSTRIDE
                 sl = scr + lyr * SL
-                o = 0
                 if LN:
                     h, xhat, rstd = ln_fwd(resid, vec(pl, D), vec(pl + D, D), D, eps)
                     put(sl, xhat, R, D)
                     tl.store(sl + R * D + rows, rstd)
-                    o = 2 * D
                 else:
                     h = resid
                     put(sl, h, R, D)
-                sq = sl + R * D + R  # q, k, v, z of each head: [H, R, DH] each
-                wq = pl + o
-                wk = wq + H * D * DH
-                wv = wk + H * D * DH
-                bq = wv + H * D * DH
-                bk = bq + HD
-                bv = bk + HD
-                wo = bv + HD
-                bo = wo + HD * D
+                sq, sprob, sm = layer_scratch(sl, R, D, H, DH, BT, P)
+                wq, wk, wv, bq, bk, bv, wo, bo, pm = block_params(pl, LN, D, H, DH)
                 if CLS and lyr == L - 1:  # the query at CLS only: [BT, D]
-                    hc = tl.sum(tl.where(pos3 == 0, tl.reshape(h, (BT, P, D)), 0.0), axis=1)
-                    rc = tl.sum(tl.where(pos3 == 0, tl.reshape(resid, (BT, P, D)), 0.0), axis=1)
+                    hc = at_cls(h, BT, P, D)
+                    rc = at_cls(resid, BT, P, D)
                     attn = tl.zeros((BT, D), tl.float32)
                 else:
                     attn = tl.zeros((R, D), tl.float32)
@@ -176,7 +208,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     put(sq + (2 * H + hd) * R * DH, v, R, DH)
                     k3 = tl.reshape(k, (BT, P, DH))
                     v3 = tl.reshape(v, (BT, P, DH))
-                    sp = sq + 4 * H * R * DH + hd * BT * P * P  # probabilities
+                    sp = sprob + hd * BT * P * P
                     if CLS and lyr == L - 1:
                         q = dot(hc, mat(wq + hd * D * DH, D, DH), DOT)
                         q += vec(bq + hd * DH, DH)[None, :]
@@ -207,8 +239,6 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                 else:
                     resid = resid + attn
                 if F > 0:
-                    pm = bo + D
-                    sm = sq + 4 * H * R * DH + H * BT * P * P
                     if LN:
                         h2, xhat2, rstd2 = ln_fwd(resid, vec(pm, D), vec(pm + D, D), D, eps)
                         if CLS and lyr == L - 1:
@@ -233,7 +263,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     resid = resid + dot(act, mat(pm + D * F + F, F, D), DOT)
                     resid += vec(pm + 2 * D * F + F, D)[None, :]
             if not CLS:
-                resid = tl.sum(tl.where(pos3 == 0, tl.reshape(resid, (BT, P, D)), 0.0), axis=1)
+                resid = at_cls(resid, BT, P, D)
             # ---- loss at CLS: resid [BT, D] ---------------------------------------------------
             fin = prm + O_FIN
             if LN:
@@ -284,31 +314,14 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                 add_vec(gfin + D, tl.sum(dres, axis=0), D)
                 dres = ln_bwd(dres, xhatf, rstdf, vec(fin, D), D)
             if not CLS:  # the loss reads the residual at CLS alone
-                dres = tl.reshape(tl.where(pos3 == 0, dres[:, None, :], 0.0), (R, D))
+                dres = on_cls_rows(dres, BT, P, D)
             for lyr in tl.static_range(L - 1, -1, -1):
                 pl = prm + O_L0 + lyr * LSTRIDE
                 gl = grd + O_L0 + lyr * LSTRIDE
-                sl = scr + lyr * SL
-                o = 0
-                if LN:
-                    o = 2 * D
-                sq = sl + R * D + R
-                wq = pl + o
-                wk = wq + H * D * DH
-                wv = wk + H * D * DH
-                bo = wv + H * D * DH + 3 * HD + HD * D
-                gq = gl + o
-                gk = gq + H * D * DH
-                gv = gk + H * D * DH
-                gbq = gv + H * D * DH
-                gbk = gbq + HD
-                gbv = gbk + HD
-                gwo = gbv + HD
-                gbo = gwo + HD * D
+                sq, sprob, sm = layer_scratch(scr + lyr * SL, R, D, H, DH, BT, P)
+                wq, wk, wv, _, _, _, wo, _, pm = block_params(pl, LN, D, H, DH)
+                gq, gk, gv, gbq, gbk, gbv, gwo, gbo, gm = block_params(gl, LN, D, H, DH)
                 if F > 0:  # the MLP's backward; dres is the gradient of its output
-                    pm = bo + D
-                    gm = gbo + D
-                    sm = sq + 4 * H * R * DH + H * BT * P * P
                     if LN:
                         pm += 2 * D
                         gm += 2 * D
@@ -344,6 +357,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     dres = dres + dh2
                 # the attention's backward; dres is the gradient of the block's mid residual
                 add_vec(gbo, tl.sum(dres, axis=0), D)
+                sl = scr + lyr * SL
                 if LN:
                     xhat = mat(sl, R, D)
                     rstd = tl.load(sl + R * D + rows)
@@ -352,15 +366,15 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                 else:
                     h = mat(sl, R, D)
                 if CLS and lyr == L - 1:
-                    hc = tl.sum(tl.where(pos3 == 0, tl.reshape(h, (BT, P, D)), 0.0), axis=1)
+                    hc = at_cls(h, BT, P, D)
                 dh = tl.zeros((R, D), tl.float32)
                 for hd in range(H):  # a loop, not unrolled: half the code to compile
-                    wo_h = mat(wv + H * D * DH + 3 * HD + hd * DH * D, DH, D)
+                    wo_h = mat(wo + hd * DH * D, DH, D)
                     k = mat(sq + (H + hd) * R * DH, R, DH)
                     v = mat(sq + (2 * H + hd) * R * DH, R, DH)
                     k3 = tl.reshape(k, (BT, P, DH))
                     v3 = tl.reshape(v, (BT, P, DH))
-                    sp = sq + 4 * H * R * DH + hd * BT * P * P
+                    sp = sprob + hd * BT * P * P
                     if CLS and lyr == L - 1:
                         q = mat(sq + hd * R * DH, BT, DH)
                         z = mat(sq + (3 * H + hd) * R * DH, BT, DH)
@@ -375,7 +389,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                         add_mat(gq + hd * D * DH, dot_tn(hc, dq, DOT), D, DH)
                         add_vec(gbq + hd * DH, tl.sum(dq, axis=0), DH)
                         dqh = dot_nt(dq, mat(wq + hd * D * DH, D, DH), DOT)  # [BT, D]
-                        dh += tl.reshape(tl.where(pos3 == 0, dqh[:, None, :], 0.0), (R, D))
+                        dh += on_cls_rows(dqh, BT, P, D)
                     else:
                         q = mat(sq + hd * R * DH, R, DH)
                         z = mat(sq + (3 * H + hd) * R * DH, R, DH)
@@ -404,7 +418,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     add_vec(gl + D, tl.sum(dh, axis=0), D)
                     dh = ln_bwd(dh, xhat, rstd, w1, D)
                 if CLS and lyr == L - 1:  # the residual reaches the rows below at CLS only
-                    dres = tl.reshape(tl.where(pos3 == 0, dres[:, None, :], 0.0), (R, D)) + dh
+                    dres = on_cls_rows(dres, BT, P, D) + dh
                 else:
                     dres = dres + dh
             # ---- the embeddings: a one-hot product sums each token's rows in row order ----

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from rulelab.models.passes import GPU_TILE_ENGINE
+from rulelab.models.tile_step import TileStep, check_range, parameters
 
 __all__ = ["BT", "GPU_TILE_ENGINE", "layout", "run_step", "step_loss", "unsupported"]
 
@@ -111,6 +112,32 @@ def pack(tensors: list[torch.Tensor]) -> torch.Tensor:
     return torch.cat([t.detach().reshape(t.shape[0], -1).float() for t in tensors], dim=1)
 
 
+def kernel_constants(shape, tiles: int, dot: str) -> dict:
+    """The kernel's compile-time arguments for ``shape`` (a ``TransformerShape``), ``tiles``
+    per program and ``tl.dot``'s input precision (``"ieee"`` or ``"tf32"``)."""
+    lay = layout(shape)
+    return dict(NP=lay.n_params, V1=shape.vocab + 1, VP=lay.VP, T=shape.seq_len + 1, P=lay.P,
+                D=shape.d_model, H=shape.heads, DH=shape.d_model // shape.heads, F=shape.d_mlp,
+                K=shape.label_mod, KP=lay.KP, L=shape.layers, LN=bool(shape.ln), BT=BT,
+                TILES=tiles, DOT=dot, O_POS=lay.o_pos, O_L0=lay.o_layer0,
+                LSTRIDE=lay.layer_stride, O_FIN=lay.o_final)
+
+
+def products() -> str:
+    """``tl.dot``'s input precision: TF32 where the trainer's ``--precision tf32`` switched
+    PyTorch's CUDA matmuls to it (``engine.base.tf32_matmuls``), else fp32."""
+    return "tf32" if torch.backends.cuda.matmul.fp32_precision == "tf32" else "ieee"
+
+
+def _programs_in_order(t: torch.Tensor) -> torch.Tensor:
+    """``t [E, programs, …]`` summed over its programs one after another: the same sums
+    whatever E is (a reduction kernel's split could depend on the tensor's size)."""
+    out = t[:, 0].clone()
+    for j in range(1, t.shape[1]):
+        out += t[:, j]
+    return out
+
+
 def run_step(model, x: torch.Tensor, y: torch.Tensor, denom: float, dot: str = "ieee"
              ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """The kernel over ``x [E, B, n]``, ``y [E, B]``: the ``[E]`` losses and every present
@@ -118,7 +145,6 @@ def run_step(model, x: torch.Tensor, y: torch.Tensor, denom: float, dot: str = "
     it runs only under Triton's interpreter (``TRITON_INTERPRET=1`` before the kernel module's
     first import: the tests)."""
     from rulelab.models import gpu_tile_kernels
-    from rulelab.models.tile_step import parameters
 
     shape = model.cfg
     params = [p for p in parameters(model) if p is not None]
@@ -128,55 +154,43 @@ def run_step(model, x: torch.Tensor, y: torch.Tensor, denom: float, dot: str = "
     if flat.shape[1] != lay.n_params:
         raise RuntimeError(f"engine 13's layout holds {lay.n_params} floats a member, the model "
                            f"{flat.shape[1]}")
+    x = x.to(torch.int64).contiguous()
+    y = y.to(torch.int64).contiguous()
+    check_range(x, shape.vocab, "token")  # the kernel reads rows by them: never unchecked
+    check_range(y, shape.label_mod, "label")
     n_prog, tiles = programs(B)
     dev = flat.device
     partial = torch.zeros(E, n_prog, lay.n_params, device=dev)
     losses = torch.zeros(E, n_prog, device=dev)
     scratch = torch.empty(E * n_prog * lay.scratch, device=dev)
-    x = x.to(torch.int64).contiguous()
-    y = y.to(torch.int64).contiguous()
     ln = model.ln_final
     gpu_tile_kernels.step[(E, n_prog)](
         flat, partial, x, y, losses, scratch, B, n_prog, 1.0 / float(denom),
         ln.eps if ln is not None else 1e-5, 1.0 / math.sqrt(shape.d_model // shape.heads),
-        NP=lay.n_params, V1=shape.vocab + 1, VP=lay.VP, T=shape.seq_len + 1, P=lay.P,
-        D=shape.d_model, H=shape.heads, DH=shape.d_model // shape.heads, F=shape.d_mlp,
-        K=shape.label_mod, KP=lay.KP, L=shape.layers, LN=bool(shape.ln), BT=BT, TILES=tiles,
-        DOT=dot, O_POS=lay.o_pos, O_L0=lay.o_layer0, LSTRIDE=lay.layer_stride,
-        O_FIN=lay.o_final, SSTRIDE=lay.scratch, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+        **kernel_constants(shape, tiles, dot), num_warps=NUM_WARPS, num_stages=NUM_STAGES,
         maxnreg=max_registers(NUM_WARPS))
+    g = _programs_in_order(partial)  # [E, n_params]
     grads, at = [], 0
-    g = partial[:, 0].clone()  # [E, n_params]: programs added one by one, whatever E is (a
-    for j in range(1, n_prog):  # reduction kernel's split could depend on the tensor's size)
-        g += partial[:, j]
     for p in params:
         n = p[0].numel()
         grads.append(g[:, at : at + n].view_as(p).to(p.dtype))
         at += n
-    return losses.sum(1), grads
+    return _programs_in_order(losses), grads
 
 
-class GpuTileStep(torch.autograd.Function):
-    """``x, y, denom, model, *params`` → ``[E]`` losses; the backward hands on the kernel's
-    gradients times each member's incoming loss gradient (as ``tile_step.TileStep``)."""
+class GpuTileStep(TileStep):
+    """``x, y, denom, model, *params`` → ``[E]`` losses, as :class:`tile_step.TileStep` (whose
+    backward hands the gradients on), computed by engine 13's kernel."""
 
     @staticmethod
-    def forward(ctx, x, y, denom, model, dot, *params):
-        losses, ctx.grads = run_step(model, x, y, denom, dot)
+    def forward(ctx, x, y, denom, model, *params):
+        losses, ctx.grads = run_step(model, x, y, denom, products())
         return losses
 
-    @staticmethod
-    def backward(ctx, g_loss):
-        out = [g.mul_(g_loss.view(-1, *[1] * (g.dim() - 1))) for g in ctx.grads]
-        ctx.grads = None
-        return (None,) * 5 + tuple(out)
 
-
-def step_loss(model, x: torch.Tensor, y: torch.Tensor, denom: float, dot: str = "ieee"
-              ) -> torch.Tensor:
+def step_loss(model, x: torch.Tensor, y: torch.Tensor, denom: float) -> torch.Tensor:
     """The ``[E]`` cross-entropy sums of ``x [E, B, n]`` against ``y [E, B]`` divided by
-    ``denom``, whose backward gives every parameter's gradient (engine 13)."""
-    from rulelab.models.tile_step import parameters
-
+    ``denom``, whose backward gives every parameter's gradient (engine 13; TF32 products under
+    ``--precision tf32``: :func:`products`)."""
     present = [p for p in parameters(model) if p is not None]
-    return GpuTileStep.apply(x, y, float(denom), model, dot, *present)
+    return GpuTileStep.apply(x, y, float(denom), model, *present)

@@ -33,8 +33,9 @@ from rulelab.models import native_build
 from rulelab.models.attention_sums import VML_MODE, torch_exp
 from rulelab.models.passes import TILE_ENGINE, TILE_STEP_ENGINES
 
-__all__ = ["TILE_ENGINE", "TILE_STEP_ENGINES", "computes_bf16", "in_bf16", "notice_fallback",
-           "reference_loss", "step_loss", "tile_examples", "tile_logits", "unsupported"]
+__all__ = ["TILE_ENGINE", "TILE_STEP_ENGINES", "check_range", "computes_bf16", "in_bf16",
+           "notice_fallback", "reference_loss", "step_loss", "tile_examples", "tile_logits",
+           "unsupported"]
 
 SOURCE = Path(__file__).with_name("step_kernels.cpp")
 # A tile: the largest multiple of 16 examples ≤ TILE_MAX whose scratch (activations and
@@ -165,7 +166,7 @@ def _addresses(tensors: list[torch.Tensor | None], e: int):
     return arr
 
 
-def _check_range(t: torch.Tensor, n: int, what: str) -> None:
+def check_range(t: torch.Tensor, n: int, what: str) -> None:
     """IndexError unless every entry of ``t`` lies in ``[0, n)`` (as PyTorch's own ops raise)."""
     if t.numel() and (int(t.min()) < 0 or int(t.max()) >= n):
         raise IndexError(f"{what} ids must lie in [0, {n}): got {int(t.min())}…{int(t.max())}")
@@ -182,10 +183,10 @@ def _run(model, x: torch.Tensor, y: torch.Tensor | None, grads, denom: float, bf
     tile = tile_examples(shape)
     full = parameters(model)
     x = x.to(torch.int64).contiguous()
-    _check_range(x, shape.vocab, "token")  # the kernel reads rows by them: never unchecked
+    check_range(x, shape.vocab, "token")  # the kernel reads rows by them: never unchecked
     if y is not None:
         y = y.to(torch.int64).contiguous()
-        _check_range(y, shape.label_mod, "label")
+        check_range(y, shape.label_mod, "label")
     if bf16 and not computes_bf16():
         raise RuntimeError("engine 11's kernel multiplies bf16 only where built for "
                            "AVX-512-BF16; this one was not")

@@ -153,9 +153,8 @@ class EnsembleTransformer(HookedEnsemble):
         hooked = any(hp.has_hooks for hp in self.hook_dict.values())
         if hooked or torch._C._functorch.maybe_current_level() is not None:
             return tile_step.reference_loss(self, x, y, denom)
-        if self.engine == GPU_TILE_ENGINE:  # the trainer's --precision tf32 sets TF32 matmuls
-            tf32 = torch.backends.cuda.matmul.fp32_precision == "tf32"
-            return gpu_tile_step.step_loss(self, x, y, denom, "tf32" if tf32 else "ieee")
+        if self.engine == GPU_TILE_ENGINE:
+            return gpu_tile_step.step_loss(self, x, y, denom)
         return tile_step.step_loss(self, x, y, denom)
 
     def step_tile(self) -> int:

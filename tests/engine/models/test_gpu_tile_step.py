@@ -116,3 +116,14 @@ def test_shapes_it_cannot_tile_are_refused_with_the_reason(gpu_step, d, heads, f
     ok = TransformerShape(layers=2, heads=2, d_model=64, d_mlp=128, act="relu", ln=True,
                           vocab=64, seq_len=10, label_mod=2)
     assert gpu_step.unsupported(ok) is None
+
+
+def test_a_token_or_label_out_of_range_is_refused_before_the_kernel_reads_by_it(gpu_step):
+    model, x, y = model_and_batch(1, 16, layers=1, heads=1, d=16, f=16, n=3, k=2)
+    x[0, 3, 1] = 7  # V = 7: the CLS id, never an input
+    with pytest.raises(IndexError, match=r"token ids must lie in \[0, 7\)"):
+        gpu_step.run_step(model, x, y, 16.0)
+    x[0, 3, 1] = 0
+    y[0, 5] = 2
+    with pytest.raises(IndexError, match=r"label ids must lie in \[0, 2\)"):
+        gpu_step.run_step(model, x, y, 16.0)
