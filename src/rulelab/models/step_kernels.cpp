@@ -266,6 +266,42 @@ static inline vf sums16(vf* c) {
   for (int j = 0; j < 2; ++j) d[j] = fold(b[2 * j], b[2 * j + 1], 2);
   return fold(d[0], d[1], 3);
 }
+#else
+// sum16's tree for 8-lane vectors, across pairs of sums by in-register shuffles (AVX2's
+// gram blocks hold 12 sums; one at a time, each took ten instructions and a trip through the
+// stack: a sixth of a gram at the ladder's widths). Lanes 0–3 of the result at level 0: a's
+// lane j + lane j+4, lanes 4–7: b's; level 1: j + j+2; level 2: j + j+1.
+static inline vf fold8(vf a, vf b, int level) {
+  switch (level) {
+    case 0:
+      return __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11) +
+             __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15);
+    case 1:
+      return __builtin_shufflevector(a, b, 0, 1, 8, 9, 4, 5, 12, 13) +
+             __builtin_shufflevector(a, b, 2, 3, 10, 11, 6, 7, 14, 15);
+    default:
+      return __builtin_shufflevector(a, b, 0, 8, 2, 10, 4, 12, 6, 14) +
+             __builtin_shufflevector(a, b, 1, 9, 3, 11, 5, 13, 7, 15);
+  }
+}
+
+// v[0, S) folded pairwise at `level` into v[0, ⌈S/2⌉) (an odd last one with itself)
+template <int S>
+static inline void fold8_all(vf* v, int level) {
+  for (int m = 0; m < (S + 1) / 2; ++m)
+    v[m] = fold8(v[2 * m], 2 * m + 1 < S ? v[2 * m + 1] : v[2 * m], level);
+}
+
+// After sums8<S>(a): sum j of a[j] (its 16 lanes as a[j] + the second vector, already added)
+// lies in a[j / 8], lane SUMS8_LANE[j % 8] (j's three bits reversed).
+constexpr int SUMS8_LANE[8] = {0, 4, 2, 6, 1, 5, 3, 7};
+template <int S>
+static inline void sums8(vf* a) {
+  constexpr int S1 = (S + 1) / 2, S2 = (S1 + 1) / 2;
+  fold8_all<S>(a, 0);
+  fold8_all<S1>(a, 1);
+  fold8_all<S2>(a, 2);
+}
 #endif
 
 // G[o·go + i·gi] += Σ_r D[o][r] · X[i][r] for o < m, i < k: each tile's sum formed in 16 lanes
@@ -292,6 +328,18 @@ inline void gram_block(const float* D, int64_t ldd, const float* X, int64_t ldx,
     const vf s = sums16(c);
     for (int u = 0; u < MO; ++u)
       for (int w = 0; w < MI; ++w) G[(o0 + u) * go + (i0 + w) * gi] += s[u * MI + w];
+    return;
+  }
+#else
+  if constexpr (MO * MI > 1) {
+    vf a[MO * MI];  // lane j + lane j+8: the first step of sum16's tree
+    for (int j = 0; j < MO * MI; ++j) a[j] = c[j * NH] + c[j * NH + 1];
+    sums8<MO * MI>(a);
+    for (int u = 0; u < MO; ++u)
+      for (int w = 0; w < MI; ++w) {
+        const int j = u * MI + w;
+        G[(o0 + u) * go + (i0 + w) * gi] += a[j / 8][SUMS8_LANE[j % 8]];
+      }
     return;
   }
 #endif
