@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -51,6 +52,7 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=PAPER.heads)
     ap.add_argument("--bt", type=int, default=gpu_tile_step.BT,
                     help="examples per tile (below 16 the last block runs at every position)")
+    ap.add_argument("--save-ptx", type=Path, default=None, help="write the PTX to this file")
     args = ap.parse_args()
     gpu_tile_step.BT = args.bt  # kernel_constants reads it
     s = dataclasses.replace(PAPER, layers=args.layers, heads=args.heads)
@@ -67,6 +69,8 @@ def main() -> None:
                               "ptx_options": args.ptxas})
     took = time.perf_counter() - t
     ptx = kernel.asm["ptx"]
+    if args.save_ptx:
+        args.save_ptx.write_text(ptx)
     with tempfile.TemporaryDirectory() as tmp:  # the cubin Triton built, as cuobjdump reads it
         path = Path(tmp) / "step.cubin"
         path.write_bytes(kernel.asm["cubin"])
@@ -74,11 +78,15 @@ def main() -> None:
                                    / "cuobjdump"), "--dump-resource-usage", str(path)],
                               capture_output=True, text=True)
     report = " ".join(line.strip() for line in done.stdout.splitlines() if "REG" in line)
+    # local memory the PTX itself declares (LLVM's stack: arrays it could not keep in registers),
+    # as against what ptxas spills when the registers run out (the cubin's STACK beyond it)
+    depot = sum(int(n) for n in re.findall(r"__local_depot\d+\[(\d+)\]", ptx))
     print(f"engine 13's kernel, paper shape ({s.layers} layers, {s.heads} heads), "
           f"tiles of {args.bt}, "
           f"sm_{args.arch}, {args.warps} warps, {args.stages} stages, dot {args.dot}: "
           f"compiled in {took:.0f} s, "
-          f"{len(ptx.splitlines()):,} lines of PTX, shared memory {kernel.metadata.shared:,} B; "
+          f"{len(ptx.splitlines()):,} lines of PTX ({depot:,} B of local memory declared there), "
+          f"shared memory {kernel.metadata.shared:,} B; "
           f"resources: {report or done.stderr[-300:]}")
 
 if __name__ == "__main__":
