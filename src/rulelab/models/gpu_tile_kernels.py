@@ -158,11 +158,12 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
     # the last block at CLS only (its products need 16 rows for tl.dot); smaller tiles run it at
     # every position and read CLS after it
     CLS: tl.constexpr = BT >= 16
-    # a layer's scratch: x̂ and 1/σ, q/k/v/z of each head, probabilities, x̂₂, 1/σ₂, MLP pre
+    # a layer's scratch: x̂ and 1/σ, q/k/v/z of each head, probabilities, x̂₂, 1/σ₂, MLP pre;
+    # after the layers', the rows' gradient [R, D] for the embeddings
     SL: tl.constexpr = R * (2 * D + 4 * H * DH + F + 2) + H * BT * P * P
     prm = p_ptr + e.to(tl.int64) * NP
     grd = g_ptr + (e.to(tl.int64) * n_prog + s) * NP
-    scr = scr_ptr + (e.to(tl.int64) * n_prog + s) * (L * SL)
+    scr = scr_ptr + (e.to(tl.int64) * n_prog + s) * (L * SL + R * D)  # + the rows' gradient
     rows = tl.arange(0, R)
     pos = rows % P  # [R]
     kpos = tl.arange(0, P)  # key positions
@@ -264,6 +265,11 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     resid += vec(pm + 2 * D * F + F, D)[None, :]
             if not CLS:
                 resid = at_cls(resid, BT, P, D)
+            # The backward reads the scratch in other layouts than the forward wrote it, so by
+            # other threads: every thread's writes must be done and visible first (a barrier
+            # orders the block's global memory too). Triton inserts barriers for its own
+            # shared memory only; it cannot see this hand-off through global memory.
+            tl.debug_barrier()
             # ---- loss at CLS: resid [BT, D] ---------------------------------------------------
             fin = prm + O_FIN
             if LN:
@@ -421,15 +427,35 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     dres = on_cls_rows(dres, BT, P, D) + dh
                 else:
                     dres = dres + dh
-            # ---- the embeddings: a one-hot product sums each token's rows in row order ----
-            onehot = tl.where((tok[None, :] == rV[:, None]) & real[None, :], 1.0, 0.0)  # [VP, R]
+            # ---- the embeddings: one-hot products sum each token's rows in row order ---------
+            # 16 rows at a time from the scratch: one product over all R rows held each thread's
+            # rows of the one-hot over all R (fp32 products run on the FMA units), half the
+            # kernel's spilled registers (bench/gpu_tile_compile.py). The chunks chain one
+            # accumulator, so the rows are still added in order.
+            sres = scr + L * SL
+            put(sres, dres, R, D)
+            tl.debug_barrier()  # read back in chunks, by other threads
+            r16 = tl.arange(0, 16)
+            ge_tile = tl.zeros((VP, D), tl.float32)
+            for c in range(R // 16):
+                ex_c = first + (c * 16 + r16) // P
+                pos_c = (c * 16 + r16) % P
+                real_c = (ex_c < B) & (pos_c < T)
+                tok_c = tl.load(x_ptr + (e.to(tl.int64) * B + ex_c) * (T - 1) + pos_c - 1,
+                                mask=real_c & (pos_c > 0), other=0)
+                tok_c = tl.where(pos_c == 0, V1 - 1, tok_c)
+                onehot = tl.where((tok_c[None, :] == rV[:, None]) & real_c[None, :], 1.0, 0.0)
+                ge_tile = tl.dot(onehot, mat(sres + c * 16 * D, 16, D), ge_tile,
+                                 input_precision="ieee")  # [VP, 16] · [16, D]
             ge = tl.load(grd + rV[:, None] * D + rD[None, :], mask=(rV < V1)[:, None], other=0.0)
-            tl.store(grd + rV[:, None] * D + rD[None, :], ge + dot(onehot, dres, "ieee"),
-                     mask=(rV < V1)[:, None])
+            tl.store(grd + rV[:, None] * D + rD[None, :], ge + ge_tile, mask=(rV < V1)[:, None])
             gp = tl.sum(tl.reshape(tl.where(real[:, None], dres, 0.0), (BT, P, D)), axis=0)
             pp = tl.arange(0, P)
             offs = O_POS + pp[:, None] * D + rD[None, :]
             tl.store(grd + offs, tl.load(grd + offs, mask=(pp < T)[:, None], other=0.0) + gp,
                      mask=(pp < T)[:, None])
+            # the next tile's forward overwrites the scratch this backward read, and adds to the
+            # gradient sums it wrote (a replicated value is stored by one of its threads)
+            tl.debug_barrier()
     tl.store(loss_ptr + e * n_prog + s + tl.arange(0, 1), loss_acc * inv_denom)
 
