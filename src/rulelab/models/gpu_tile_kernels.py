@@ -142,6 +142,18 @@ def on_cls_rows(x, BT: tl.constexpr, P: tl.constexpr, C: tl.constexpr):
 
 
 @triton.jit
+def tile_tokens(x_ptr, e, B, first, rows, P: tl.constexpr, T: tl.constexpr, V1: tl.constexpr):
+    """Member ``e``'s token ids at a tile's ``rows`` (example-major, position-minor, from
+    example ``first``; CLS at position 0) and whether each row is a real token."""
+    ex = first + rows // P
+    pos = rows % P
+    real = (ex < B) & (pos < T)
+    tok = tl.load(x_ptr + (e.to(tl.int64) * B + ex) * (T - 1) + pos - 1,
+                  mask=real & (pos > 0), other=0)
+    return tl.where(pos == 0, V1 - 1, tok), real
+
+
+@triton.jit
 def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, eps, scale,
          NP: tl.constexpr, V1: tl.constexpr, VP: tl.constexpr, T: tl.constexpr,
          P: tl.constexpr, D: tl.constexpr, H: tl.constexpr, DH: tl.constexpr,
@@ -174,11 +186,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
     for i in range(TILES):
         first = (s * TILES + i) * BT
         if first < B:  # the last program's share may hold fewer tiles
-            ex = first + rows // P  # [R] example of each row
-            real = (ex < B) & (pos < T)
-            tok = tl.load(x_ptr + (e.to(tl.int64) * B + ex) * (T - 1) + pos - 1,
-                          mask=real & (pos > 0), other=0)
-            tok = tl.where(pos == 0, V1 - 1, tok)  # CLS
+            tok, real = tile_tokens(x_ptr, e, B, first, rows, P, T, V1)  # [R] each
             emb = tl.load(prm + tok[:, None] * D + rD[None, :], mask=real[:, None], other=0.0)
             emb += tl.load(prm + O_POS + pos[:, None] * D + rD[None, :],
                            mask=real[:, None], other=0.0)
@@ -324,7 +332,8 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
             for lyr in tl.static_range(L - 1, -1, -1):
                 pl = prm + O_L0 + lyr * LSTRIDE
                 gl = grd + O_L0 + lyr * LSTRIDE
-                sq, sprob, sm = layer_scratch(scr + lyr * SL, R, D, H, DH, BT, P)
+                sl = scr + lyr * SL
+                sq, sprob, sm = layer_scratch(sl, R, D, H, DH, BT, P)
                 wq, wk, wv, _, _, _, wo, _, pm = block_params(pl, LN, D, H, DH)
                 gq, gk, gv, gbq, gbk, gbv, gwo, gbo, gm = block_params(gl, LN, D, H, DH)
                 if F > 0:  # the MLP's backward; dres is the gradient of its output
@@ -363,7 +372,6 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     dres = dres + dh2
                 # the attention's backward; dres is the gradient of the block's mid residual
                 add_vec(gbo, tl.sum(dres, axis=0), D)
-                sl = scr + lyr * SL
                 if LN:
                     xhat = mat(sl, R, D)
                     rstd = tl.load(sl + R * D + rows)
@@ -428,8 +436,8 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                 else:
                     dres = dres + dh
             # ---- the embeddings: one-hot products sum each token's rows in row order ---------
-            # 16 rows at a time from the scratch: one product over all R rows held each thread's
-            # rows of the one-hot over all R (fp32 products run on the FMA units), half the
+            # 16 rows at a time from the scratch: a product over all R rows at once ran on the
+            # FMA units (fp32) with each thread holding its one-hot rows over all R, half the
             # kernel's spilled registers (bench/gpu_tile_compile.py). The chunks chain one
             # accumulator, so the rows are still added in order.
             sres = scr + L * SL
@@ -438,12 +446,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
             r16 = tl.arange(0, 16)
             ge_tile = tl.zeros((VP, D), tl.float32)
             for c in range(R // 16):
-                ex_c = first + (c * 16 + r16) // P
-                pos_c = (c * 16 + r16) % P
-                real_c = (ex_c < B) & (pos_c < T)
-                tok_c = tl.load(x_ptr + (e.to(tl.int64) * B + ex_c) * (T - 1) + pos_c - 1,
-                                mask=real_c & (pos_c > 0), other=0)
-                tok_c = tl.where(pos_c == 0, V1 - 1, tok_c)
+                tok_c, real_c = tile_tokens(x_ptr, e, B, first, c * 16 + r16, P, T, V1)
                 onehot = tl.where((tok_c[None, :] == rV[:, None]) & real_c[None, :], 1.0, 0.0)
                 ge_tile = tl.dot(onehot, mat(sres + c * 16 * D, 16, D), ge_tile,
                                  input_precision="ieee")  # [VP, 16] · [16, D]
