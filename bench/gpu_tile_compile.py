@@ -1,7 +1,8 @@
 """Compile engine 13's Triton kernel for an NVIDIA GPU here, without one (issue 25 goal 5):
 Triton's front end, its GPU passes and the bundled ptxas, for sm_90 (H100 / H200), at the
 paper's shape. It says whether the kernel compiles, in how long, and with how many registers
-and how much spilled local memory per thread (from the cubin's ptxas report) — what the
+and how much spilled local memory per thread (from the cubin's ptxas report), and how many
+memory instructions its SASS holds (spills, global, shared) — what the
 interpreter-run tests cannot: they check the numbers, not that CUDA can build it.
 
     python bench/gpu_tile_compile.py [--dot ieee|tf32] [--warps 16] [--stages 1] [--arch 90]
@@ -74,9 +75,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:  # the cubin Triton built, as cuobjdump reads it
         path = Path(tmp) / "step.cubin"
         path.write_bytes(kernel.asm["cubin"])
-        done = subprocess.run([str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-                                   / "cuobjdump"), "--dump-resource-usage", str(path)],
+        cuobjdump = str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+                        / "cuobjdump")
+        done = subprocess.run([cuobjdump, "--dump-resource-usage", str(path)],
                               capture_output=True, text=True)
+        sass = subprocess.run([cuobjdump, "--dump-sass", str(path)], capture_output=True,
+                              text=True).stdout
     report = " ".join(line.strip() for line in done.stdout.splitlines() if "REG" in line)
     # local memory the PTX itself declares (LLVM's stack: arrays it could not keep in registers),
     # as against what ptxas spills when the registers run out (the cubin's STACK beyond it)
@@ -88,6 +92,23 @@ def main() -> None:
           f"{len(ptx.splitlines()):,} lines of PTX ({depot:,} B of local memory declared there), "
           f"shared memory {kernel.metadata.shared:,} B; "
           f"resources: {report or done.stderr[-300:]}")
+    print("SASS memory instructions, static (each written once, however often its loop runs): "
+          + "; ".join(f"{op} {n:,} ({b:,} B)" for op, (n, b) in memory_ops(sass).items()))
+
+
+def memory_ops(sass: str) -> dict[str, tuple[int, int]]:
+    """{mnemonic: (instructions, bytes a thread moves)} for the spills (STL, LDL: local memory),
+    the global loads and stores (LDG, STG: the scratch, weights, gradient sums) and shared memory
+    (LDS, STS) in ``sass`` (``cuobjdump --dump-sass``); an unsuffixed op moves 4 bytes."""
+    out = {}
+    for op in ("STL", "LDL", "STG", "LDG", "STS", "LDS"):
+        n = b = 0
+        for suffixes in re.findall(rf"\b{op}((?:\.[A-Z0-9]+)*)\s", sass):
+            n += 1
+            widths = [int(w) for w in suffixes.split(".") if w in ("64", "128")]
+            b += (widths[0] if widths else 32) // 8
+        out[op] = (n, b)
+    return out
 
 if __name__ == "__main__":
     main()

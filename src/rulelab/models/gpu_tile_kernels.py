@@ -99,6 +99,44 @@ def dot_nt(a, b, DOT: tl.constexpr):
 
 
 @triton.jit
+def add_rows_gram(g_ptr, a_ptr, b_ptr, ROWS: tl.constexpr, M: tl.constexpr, N: tl.constexpr,
+                  w_ptr, c_ptr, A_OP: tl.constexpr, DOT: tl.constexpr):
+    """``partial [M, N] += aᵀ b`` over ``ROWS`` rows of the row-major ``a [ROWS, M]`` and ``b
+    [ROWS, N]`` in the scratch (a weight's gradient), 16 rows at a time chaining one
+    accumulator, so the rows are added in order as one product over all of them adds them.
+    Over all the tile's rows at once, an fp32 ``tl.dot`` runs on the FMA units with each thread
+    holding its operand rows over every row of the tile: most of the fp32 build's spilled
+    registers (bench/gpu_tile_compile.py). ``A_OP``: 0 ``a`` as stored, 1 ``a·w + c`` (a
+    LayerNorm's x̂ to its output, ``w``, ``c`` ``[M]``), 2 ``max(a, 0)`` (a ReLU's input)."""
+    acc = tl.zeros((M, N), tl.float32)
+    for ch in range(ROWS // 16):
+        a = mat(a_ptr + ch * 16 * M, 16, M)
+        if A_OP == 1:
+            a = a * vec(w_ptr, M)[None, :] + vec(c_ptr, M)[None, :]
+        elif A_OP == 2:
+            a = tl.maximum(a, 0.0)
+        acc = tl.dot(tl.trans(a), mat(b_ptr + ch * 16 * N, 16, N), acc, input_precision=DOT)
+    add_mat(g_ptr, acc, M, N)
+
+
+@triton.jit
+def dot_nt_k(a_ptr, ROWS: tl.constexpr, K: tl.constexpr, b_ptr, N: tl.constexpr,
+             DOT: tl.constexpr):
+    """``a bᵀ`` for a row-major ``a [ROWS, K]`` in the scratch and a row-major weight ``b [N,
+    K]``, 16 of ``K`` at a time chaining one accumulator (the order of one product), so that
+    ``a`` need not be held in registers across the loop that calls it."""
+    r = tl.arange(0, ROWS)
+    c16 = tl.arange(0, 16)
+    n = tl.arange(0, N)
+    acc = tl.zeros((ROWS, N), tl.float32)
+    for kc in range(K // 16):
+        a = tl.load(a_ptr + r[:, None] * K + kc * 16 + c16[None, :])
+        b = tl.load(b_ptr + n[None, :] * K + kc * 16 + c16[:, None])
+        acc = tl.dot(a, b, acc, input_precision=DOT)
+    return acc
+
+
+@triton.jit
 def block_params(base, LN: tl.constexpr, D: tl.constexpr, H: tl.constexpr, DH: tl.constexpr):
     """A block's pointers from its first float, in :func:`layout`'s order (its gradient row's
     too): W_Q, W_K, W_V, b_Q, b_K, b_V, W_O, b_O, and the MLP's first float (LN₂ if any)."""
@@ -171,11 +209,15 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
     # every position and read CLS after it
     CLS: tl.constexpr = BT >= 16
     # a layer's scratch: x̂ and 1/σ, q/k/v/z of each head, probabilities, x̂₂, 1/σ₂, MLP pre;
-    # after the layers', the rows' gradient [R, D] for the embeddings
+    # after the layers', the rows' gradient [R, D] (the residual's, as the backward reaches
+    # each weight, and the embeddings'), then a weight gradient's other operand: the MLP's
+    # pre-activation gradient [R, F], or a head's dq, dk, dv [R, DH] each
     SL: tl.constexpr = R * (2 * D + 4 * H * DH + F + 2) + H * BT * P * P
     prm = p_ptr + e.to(tl.int64) * NP
     grd = g_ptr + (e.to(tl.int64) * n_prog + s) * NP
-    scr = scr_ptr + (e.to(tl.int64) * n_prog + s) * (L * SL + R * D)  # + the rows' gradient
+    scr = scr_ptr + (e.to(tl.int64) * n_prog + s) * (L * SL + R * (D + F + 3 * DH))
+    sres = scr + L * SL  # the rows' gradient
+    sg = sres + R * D  # dpre, or dq, dk, dv
     rows = tl.arange(0, R)
     pos = rows % P  # [R]
     kpos = tl.arange(0, P)  # key positions
@@ -340,12 +382,16 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     if LN:
                         pm += 2 * D
                         gm += 2 * D
-                    if CLS and lyr == L - 1:
-                        pre = mat(sm + R * D + R, BT, F)
-                    else:
-                        pre = mat(sm + R * D + R, R, F)
-                    act = tl.maximum(pre, 0.0)
-                    add_mat(gm + D * F + F, dot_tn(act, dres, DOT), F, D)
+                    spre = sm + R * D + R
+                    if CLS and lyr == L - 1:  # one block of rows: the products at once
+                        pre = mat(spre, BT, F)
+                        add_mat(gm + D * F + F, dot_tn(tl.maximum(pre, 0.0), dres, DOT), F, D)
+                    else:  # from the scratch, 16 rows at a time (add_rows_gram)
+                        tl.debug_barrier()  # sres's and sg's last readers are done
+                        put(sres, dres, R, D)
+                        tl.debug_barrier()
+                        add_rows_gram(gm + D * F + F, spre, sres, R, F, D, spre, spre, 2, DOT)
+                        pre = mat(spre, R, F)
                     add_vec(gm + 2 * D * F + F, tl.sum(dres, axis=0), D)
                     dpre = tl.where(pre > 0, dot_nt(dres, mat(pm + D * F + F, F, D), DOT), 0.0)
                     if LN:
@@ -356,13 +402,17 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                             xhat2 = mat(sm, R, D)
                             rstd2 = tl.load(sm + R * D + rows)
                         w2 = vec(pm - 2 * D, D)
-                        h2 = xhat2 * w2[None, :] + vec(pm - D, D)[None, :]
-                    else:
-                        if CLS and lyr == L - 1:
-                            h2 = mat(sm, BT, D)
+                    if CLS and lyr == L - 1:
+                        if LN:
+                            h2 = xhat2 * w2[None, :] + vec(pm - D, D)[None, :]
                         else:
-                            h2 = mat(sm, R, D)
-                    add_mat(gm, dot_tn(h2, dpre, DOT), D, F)
+                            h2 = mat(sm, BT, D)
+                        add_mat(gm, dot_tn(h2, dpre, DOT), D, F)
+                    else:
+                        put(sg, dpre, R, F)
+                        tl.debug_barrier()
+                        add_rows_gram(gm, sm, sg, R, D, F, pm - 2 * D, pm - D, 1 if LN else 0,
+                                      DOT)
                     add_vec(gm + D * F, tl.sum(dpre, axis=0), F)
                     dh2 = dot_nt(dpre, mat(pm, D, F), DOT)
                     if LN:
@@ -372,15 +422,16 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     dres = dres + dh2
                 # the attention's backward; dres is the gradient of the block's mid residual
                 add_vec(gbo, tl.sum(dres, axis=0), D)
-                if LN:
-                    xhat = mat(sl, R, D)
-                    rstd = tl.load(sl + R * D + rows)
-                    w1 = vec(pl, D)
-                    h = xhat * w1[None, :] + vec(pl + D, D)[None, :]
-                else:
-                    h = mat(sl, R, D)
                 if CLS and lyr == L - 1:
-                    hc = at_cls(h, BT, P, D)
+                    if LN:
+                        hc = at_cls(mat(sl, R, D) * vec(pl, D)[None, :]
+                                    + vec(pl + D, D)[None, :], BT, P, D)
+                    else:
+                        hc = at_cls(mat(sl, R, D), BT, P, D)
+                else:
+                    tl.debug_barrier()  # sres's last readers are done
+                    put(sres, dres, R, D)
+                    tl.debug_barrier()
                 dh = tl.zeros((R, D), tl.float32)
                 for hd in range(H):  # a loop, not unrolled: half the code to compile
                     wo_h = mat(wo + hd * DH * D, DH, D)
@@ -406,41 +457,55 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                         dh += on_cls_rows(dqh, BT, P, D)
                     else:
                         q = mat(sq + hd * R * DH, R, DH)
-                        z = mat(sq + (3 * H + hd) * R * DH, R, DH)
                         pr = tl.reshape(mat(sp, BT * P, P), (BT, P, P))
-                        add_mat(gwo + hd * DH * D, dot_tn(z, dres, DOT), DH, D)
-                        dz3 = tl.reshape(dot_nt(dres, wo_h, DOT), (BT, P, DH))
+                        add_rows_gram(gwo + hd * DH * D, sq + (3 * H + hd) * R * DH, sres, R, DH,
+                                      D, sres, sres, 0, DOT)
+                        # dres from the scratch (not held across the heads' loop)
+                        dz3 = tl.reshape(dot_nt_k(sres, R, D, wo + hd * DH * D, DH, DOT),
+                                         (BT, P, DH))
                         dp = tl.dot(dz3, tl.permute(v3, (0, 2, 1)), input_precision=DOT)
                         dv3 = tl.dot(tl.permute(pr, (0, 2, 1)), dz3, input_precision=DOT)
                         ds = pr * (dp - tl.sum(pr * dp, axis=2)[:, :, None]) * scale
                         q3 = tl.reshape(q, (BT, P, DH))
                         dq = tl.reshape(tl.dot(ds, k3, input_precision=DOT), (R, DH))
                         dk3 = tl.dot(tl.permute(ds, (0, 2, 1)), q3, input_precision=DOT)
-                        add_mat(gq + hd * D * DH, dot_tn(h, dq, DOT), D, DH)
                         add_vec(gbq + hd * DH, tl.sum(dq, axis=0), DH)
                         dh += dot_nt(dq, mat(wq + hd * D * DH, D, DH), DOT)
                     dk = tl.reshape(dk3, (R, DH))
                     dv = tl.reshape(dv3, (R, DH))
-                    add_mat(gk + hd * D * DH, dot_tn(h, dk, DOT), D, DH)
+                    # the weights' gradients from the scratch, 16 rows at a time: h from x̂
+                    tl.debug_barrier()  # sg's last readers (the head before, the MLP) are done
+                    if not (CLS and lyr == L - 1):
+                        put(sg, dq, R, DH)
+                    put(sg + R * DH, dk, R, DH)
+                    put(sg + 2 * R * DH, dv, R, DH)
+                    tl.debug_barrier()
+                    if not (CLS and lyr == L - 1):
+                        add_rows_gram(gq + hd * D * DH, sl, sg, R, D, DH, pl, pl + D,
+                                      1 if LN else 0, DOT)
+                    add_rows_gram(gk + hd * D * DH, sl, sg + R * DH, R, D, DH, pl, pl + D,
+                                  1 if LN else 0, DOT)
+                    add_rows_gram(gv + hd * D * DH, sl, sg + 2 * R * DH, R, D, DH, pl, pl + D,
+                                  1 if LN else 0, DOT)
                     add_vec(gbk + hd * DH, tl.sum(dk, axis=0), DH)
-                    add_mat(gv + hd * D * DH, dot_tn(h, dv, DOT), D, DH)
                     add_vec(gbv + hd * DH, tl.sum(dv, axis=0), DH)
                     dh += dot_nt(dk, mat(wk + hd * D * DH, D, DH), DOT)
                     dh += dot_nt(dv, mat(wv + hd * D * DH, D, DH), DOT)
-                if LN:
+                if LN:  # x̂ read back here, not held across the heads' loop
+                    xhat = mat(sl, R, D)
                     add_vec(gl, tl.sum(dh * xhat, axis=0), D)
                     add_vec(gl + D, tl.sum(dh, axis=0), D)
-                    dh = ln_bwd(dh, xhat, rstd, w1, D)
+                    dh = ln_bwd(dh, xhat, tl.load(sl + R * D + rows), vec(pl, D), D)
                 if CLS and lyr == L - 1:  # the residual reaches the rows below at CLS only
                     dres = on_cls_rows(dres, BT, P, D) + dh
                 else:
-                    dres = dres + dh
+                    dres = mat(sres, R, D) + dh  # the same values, read back
             # ---- the embeddings: one-hot products sum each token's rows in row order ---------
             # 16 rows at a time from the scratch: a product over all R rows at once ran on the
             # FMA units (fp32) with each thread holding its one-hot rows over all R, half the
             # kernel's spilled registers (bench/gpu_tile_compile.py). The chunks chain one
             # accumulator, so the rows are still added in order.
-            sres = scr + L * SL
+            tl.debug_barrier()  # sres's last readers (the layers' weight gradients) are done
             put(sres, dres, R, D)
             tl.debug_barrier()  # read back in chunks, by other threads
             r16 = tl.arange(0, 16)

@@ -77,7 +77,7 @@ class Layout:
     P: int  # positions, padded
     VP: int  # vocabulary with CLS, padded
     KP: int  # classes, padded
-    scratch: int  # floats of scratch per program: each layer's, then the rows' gradient
+    scratch: int  # floats of scratch a program: each layer's, the rows' gradient, dpre or dq/dk/dv
 
 
 def layout(shape) -> Layout:
@@ -97,7 +97,7 @@ def layout(shape) -> Layout:
     per_layer = R * (2 * d + 4 * d + f + 2) + H * BT * P * P
     return Layout(n_params=o_final + ln + d * k + k, o_pos=o_pos, o_layer0=o_layer0,
                   layer_stride=block, o_final=o_final, P=P, VP=max(16, _pow2(V1)),
-                  KP=max(16, _pow2(k)), scratch=L * per_layer + R * d)
+                  KP=max(16, _pow2(k)), scratch=L * per_layer + R * (d + f + 3 * (d // H)))
 
 
 def programs(n_examples: int) -> tuple[int, int]:
