@@ -1,8 +1,8 @@
 """Engine 9's fused attention core against engine 8's op-by-op core (issue 25): the forward
 (scores, softmax, values) and the backward alone, at the ladder's 2k shape (d_head 12) and the
 paper's (d_head 32), for the block of all 11 queries and for the CLS query; 4 members × 512
-examples, 2 heads, one thread, medians of 3 alternating rounds of 30. The README's "Engine 9"
-table reads it.
+examples, 2 heads, one thread, medians of 3 alternating rounds of 30. docs/performance.md's
+"Engine 9" table reads it.
 
     python bench/attention_core.py
 """

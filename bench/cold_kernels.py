@@ -3,9 +3,9 @@ step sees. In a step every operand was written many megabytes earlier (the forwa
 the time the backward reads them), so it comes from L3 or memory; a kernel timed alone, call
 after call on the same tensors, reads it from L2. Each kernel here is timed both ways, in
 alternating rounds: warm (called again on the same tensors) and cold (a 256 MB buffer written
-between calls). The README's "Same numbers, fewer passes" reads it: the cold/warm ratio is the
-part of a kernel's time that only a fusion across ops (a block's data kept in L1/L2 from one op
-to the next) can remove.
+between calls). docs/performance.md's "Same numbers, fewer passes" reads it: the cold/warm
+ratio is the part of a kernel's time that only a fusion across ops (a block's data kept in L1/L2
+from one op to the next) can remove.
 
     python bench/cold_kernels.py
 """

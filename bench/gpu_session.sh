@@ -20,7 +20,7 @@ left() { echo $(( budget - ($(date +%s) - start) - ${1:-0} )); }
 export LABS=${LABS:-$(mktemp -d)}
 PY=${PY:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 # The device image may lack a dependency (pydantic): its wheels, downloaded here into .whl (an
-# ignored folder named in the call's carry; README "On a GPU"), go on there first.
+# ignored folder named in the call's carry; README "Benchmark"), go on there first.
 if ! "$PY" -c "import pydantic" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}

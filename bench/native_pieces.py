@@ -17,7 +17,7 @@ trainer runs it) with every piece as shipped against the same step with one piec
   (this script holds fewer than the CLI does: an underestimate).
 
 Each variant gives the same gradients bit for bit (checked here before timing). Rounds alternate;
-medians of 7 rounds of 8 steps. The README's "Same numbers, fewer passes" table reads it.
+medians of 7 rounds of 8 steps. docs/performance.md's "Same numbers, fewer passes" table reads it.
 
     python bench/native_pieces.py [--size paper|ladder]
 """

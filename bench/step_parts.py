@@ -9,8 +9,8 @@ runs on one thread since engine 4), glibc's heap kept as in training. Sizes: the
 its loss, each block's attention (all queries in block 1, the CLS query in block 2) and the
 weight matmuls inside them, block 1's MLP and its matmuls, one LayerNorm; then the matmuls'
 share of the whole (the rest — attention's sums and softmax, LayerNorms, bias and residual adds,
-ReLU, the embedding, the loss — is what a fused kernel would have to cut). The README's
-benchmark section reads the table.
+ReLU, the embedding, the loss — is what a fused kernel would have to cut). docs/performance.md
+reads the table.
 
     python bench/step_parts.py [--size paper|ladder]
 """

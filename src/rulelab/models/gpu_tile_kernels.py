@@ -1,8 +1,8 @@
 """The transformer's training step as one Triton kernel (engine 13 on CUDA, issue 25 goal 5).
 
 Engine 4's GPU step writes every activation of every token row to memory and reads it back in
-the backward (≈ 8 GB a seed-epoch at the paper's shape: the README's "On a GPU"), so it runs at
-a fifth of the fp32 matmul peak. Here one program takes one member's share of the examples,
+the backward (≈ 8 GB a seed-epoch at the paper's shape: docs/performance.md, "On a GPU"), so it
+runs at a fifth of the fp32 matmul peak. Here one program takes one member's share of the examples,
 tile by tile (``BT`` examples, positions padded to ``P``), and runs each tile's forward, loss
 and backward to the end: the elementwise work (LayerNorm, softmax, ReLU, residual adds) is fused
 between the tile's matmuls, what the backward needs goes to the program's own scratch slot (read

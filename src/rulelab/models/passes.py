@@ -3,7 +3,7 @@ so the planner's memory estimate (a study's cost) can use the same activation co
 
 A step's gradient is summed pass by pass (``Settings.micro_batch``). Engine 10 sizes the pass to
 the model: the largest power of two ≤ :data:`PASS_MAX` whose activations stay within
-:data:`PASS_BYTES` per member (bench/pass_size.py; the README's "Engine 10").
+:data:`PASS_BYTES` per member (bench/pass_size.py; docs/performance.md, "Engine 10").
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def pass_examples(shape, engine: int) -> int | None:
     it is fixed by the shape alone). For study S's 2-layer models at d_model 48–64 this gives
     256 where engine 9 took 512: 1.06–1.20× faster per member at 2–16 members, 0.90–1.00× for
     a lone run; at d_model 24–32 a pass of 256 lost at one or two members (0.81–0.98×), so they
-    keep 512 (bench/pass_size.py; the README's "Engine 10")."""
+    keep 512 (bench/pass_size.py; docs/performance.md, "Engine 10")."""
     if engine in TILE_STEP_ENGINES:
         return TILE_PASS
     if engine == GPU_TILE_ENGINE:

@@ -38,8 +38,8 @@ MODULAR = Task(
     data_builder=f"{_HERE}.trainer:build_data",
     model_builder=f"{_HERE}.trainer:build_model",
     cost=modular_cost,
-    # bench/gpu_check.sh on one H200 (README "On a GPU"): P = 113, width 4097, E = 8–64, the
-    # fits' sustained rate and cost a pass
+    # bench/gpu_check.sh on one H200 (docs/performance.md, "On a GPU"): P = 113, width 4097,
+    # E = 8–64, the fits' sustained rate and cost a pass
     gpu_flops={"fp32": 20.5e12, "bf16": 23.9e12, "tf32": 22.2e12},
     gpu_pass_s=1.7e-3,
     gpu_measured="one H200, 2026-12-04",

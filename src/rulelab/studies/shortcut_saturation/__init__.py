@@ -37,9 +37,9 @@ MPSP = Task(
     pass_examples="rulelab.models.passes:pass_examples",  # engine 10: sized to the model
     tl_export=f"{_HERE}.trainer:tl_export",
     cost=mpsp_cost,
-    # bench/gpu_check.sh on one H200 (README "On a GPU"): the paper config's eager step at
-    # E = 64–256; a 2-member ensemble spent 13 ms (1L) to 38 ms (2L) a pass beyond its FLOPs
-    # (kernel launches: the host's cost), a large one ~0
+    # bench/gpu_check.sh on one H200 (docs/performance.md, "On a GPU"): the paper config's
+    # eager step at E = 64–256; a 2-member ensemble spent 13 ms (1L) to 38 ms (2L) a pass
+    # beyond its FLOPs (kernel launches: the host's cost), a large one ~0
     gpu_flops={"fp32": 9.7e12, "bf16": 12.1e12, "tf32": 10.0e12},
     gpu_pass_s=20e-3,
     gpu_measured="one H200, 2026-12-04",
