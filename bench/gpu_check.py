@@ -23,7 +23,7 @@
 
 Sizes come from the environment (bench/gpu_check.sh sets them; DEVICE=cpu gives a smoke run):
 DEVICE, EPOCHS, PRECISIONS, S_MEMBERS, S_TILE_MEMBERS and S_COMPILED_MEMBERS ("" skips),
-TILE_SHAPES (engine 13's tile:warps to time, default "16:16 4:16"),
+TILE_SHAPES (engine 13's tile:warps[:held] to time, default "16:16 16:16:held"),
 S_N_TRAIN, S_N_EVAL,
 M_MEMBERS, M_P, M_WIDTH,
 MICRO_BATCH (default: per E, the largest power of two whose E members fit in 60% of the memory
@@ -239,18 +239,23 @@ def main() -> None:
     # Engine 13 (the step as one Triton kernel, issue 25 goal 5; opt-in on CUDA) at the paper
     # recipes' ensemble sizes, right after the eager baseline (before study M, measured on 11-30
     # and 12-04, so a time limit cuts that first): its warm-up column holds the kernel's compile.
-    # TILE_SHAPES: the kernel's tile (examples) and warps, each timed apart. 16:16 is the
-    # engine's; 4:16 (the last block at every position, 4x fewer values a thread: 5 KB of stack
-    # a thread against 12 KB, bench/gpu_tile_compile.py) is set here only, to be compared.
+    # TILE_SHAPES: the kernel's tile (examples), warps and, with ":held", its weight gradients
+    # as one product each from registers (gpu_tile_step.STAGE_GRADS off), each timed apart.
+    # 16:16 is the engine's; 4:16 (the last block at every position, fewer values a thread) and
+    # 16:16:held (twice the spills, less scratch traffic: bench/gpu_tile_compile.py) are set
+    # here only, to be compared.
     tiled = env_ints("S_TILE_MEMBERS", "64 256")
-    shapes = os.environ.get("TILE_SHAPES", "16:16 4:16").split() if tiled else []
+    shapes = os.environ.get("TILE_SHAPES", "16:16 16:16:held").split() if tiled else []
     for shape in shapes:
-        tile, warps = (int(v) for v in shape.split(":"))
-        gpu_tile_step.BT, gpu_tile_step.NUM_WARPS = tile, warps
+        tile, warps, *held = shape.split(":")
+        gpu_tile_step.BT, gpu_tile_step.NUM_WARPS = int(tile), int(warps)
+        gpu_tile_step.STAGE_GRADS = held != ["held"]
         rows = table(f"study S, the same, trained by engine 13 (the fused Triton step), tiles of "
-                     f"{tile} examples, {warps} warps", s_cfg, "epoch", {"13": tiled})
+                     f"{tile} examples, {warps} warps, weight gradients "
+                     f"{'held' if held else 'staged'}", s_cfg, "epoch", {"13": tiled})
         s.update({k.replace("13", f"13 ({shape})"): v for k, v in rows.items()})
     gpu_tile_step.BT, gpu_tile_step.NUM_WARPS = SHIPPED_TILE
+    gpu_tile_step.STAGE_GRADS = True
     m = table(f"study M, P = {p}, width {width}, train fraction 0.8, full batch", m_cfg,
               "step", {"eager": m_members})
     by_task = {"mpsp": (s, max(s_members)), "modular": (m, max(m_members))}

@@ -6,6 +6,7 @@ memory instructions its SASS holds (spills, global, shared) — what the
 interpreter-run tests cannot: they check the numbers, not that CUDA can build it.
 
     python bench/gpu_tile_compile.py [--dot ieee|tf32] [--warps 16] [--stages 1] [--arch 90]
+                                     [--bt 16] [--held]
 """
 
 from __future__ import annotations
@@ -53,9 +54,13 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=PAPER.heads)
     ap.add_argument("--bt", type=int, default=gpu_tile_step.BT,
                     help="examples per tile (below 16 the last block runs at every position)")
+    ap.add_argument("--held", action="store_true",
+                    help="the weight gradients as one product each from registers (the "
+                         "kernel's STAGE=0), not from the scratch in chunks")
     ap.add_argument("--save-ptx", type=Path, default=None, help="write the PTX to this file")
     args = ap.parse_args()
-    gpu_tile_step.BT = args.bt  # kernel_constants reads it
+    gpu_tile_step.BT = args.bt  # kernel_constants reads them
+    gpu_tile_step.STAGE_GRADS = not args.held
     s = dataclasses.replace(PAPER, layers=args.layers, heads=args.heads)
     sig = {"p_ptr": "*fp32", "g_ptr": "*fp32", "x_ptr": "*i64", "y_ptr": "*i64",
            "loss_ptr": "*fp32", "scr_ptr": "*fp32", "B": "i32", "n_prog": "i32",
@@ -86,7 +91,7 @@ def main() -> None:
     # as against what ptxas spills when the registers run out (the cubin's STACK beyond it)
     depot = sum(int(n) for n in re.findall(r"__local_depot\d+\[(\d+)\]", ptx))
     print(f"engine 13's kernel, paper shape ({s.layers} layers, {s.heads} heads), "
-          f"tiles of {args.bt}, "
+          f"tiles of {args.bt}, weight gradients {'held' if args.held else 'staged'}, "
           f"sm_{args.arch}, {args.warps} warps, {args.stages} stages, dot {args.dot}: "
           f"compiled in {took:.0f} s, "
           f"{len(ptx.splitlines()):,} lines of PTX ({depot:,} B of local memory declared there), "

@@ -198,10 +198,12 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
          F: tl.constexpr, K: tl.constexpr, KP: tl.constexpr, L: tl.constexpr,
          LN: tl.constexpr, BT: tl.constexpr, TILES: tl.constexpr, DOT: tl.constexpr,
          O_POS: tl.constexpr, O_L0: tl.constexpr, LSTRIDE: tl.constexpr,
-         O_FIN: tl.constexpr):
+         O_FIN: tl.constexpr, STAGE: tl.constexpr):
     """Program (member ``e``, slice ``s``): ``TILES`` tiles of ``BT`` examples from
     example ``s·TILES·BT`` (``scale`` = 1/√d_head); the loss sum into ``loss_ptr[e, s]``,
-    the gradient sums into ``g_ptr[e, s]`` (``NP`` floats, :func:`layout`'s order)."""
+    the gradient sums into ``g_ptr[e, s]`` (``NP`` floats, :func:`layout`'s order). ``STAGE``:
+    the weight gradients over a tile's rows read their operands back from the scratch 16 rows
+    at a time (:func:`add_rows_gram`), or (0) one product each from registers."""
     e = tl.program_id(0)
     s = tl.program_id(1)
     R: tl.constexpr = BT * P  # token rows of a tile: example-major, position-minor
@@ -386,6 +388,9 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     if CLS and lyr == L - 1:  # one block of rows: the products at once
                         pre = mat(spre, BT, F)
                         add_mat(gm + D * F + F, dot_tn(tl.maximum(pre, 0.0), dres, DOT), F, D)
+                    elif not STAGE:  # one product over the tile's rows, from registers
+                        pre = mat(spre, R, F)
+                        add_mat(gm + D * F + F, dot_tn(tl.maximum(pre, 0.0), dres, DOT), F, D)
                     else:  # from the scratch, 16 rows at a time (add_rows_gram)
                         tl.debug_barrier()  # sres's and sg's last readers are done
                         put(sres, dres, R, D)
@@ -402,11 +407,13 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                             xhat2 = mat(sm, R, D)
                             rstd2 = tl.load(sm + R * D + rows)
                         w2 = vec(pm - 2 * D, D)
-                    if CLS and lyr == L - 1:
+                    if (CLS and lyr == L - 1) or not STAGE:
                         if LN:
                             h2 = xhat2 * w2[None, :] + vec(pm - D, D)[None, :]
-                        else:
+                        elif CLS and lyr == L - 1:
                             h2 = mat(sm, BT, D)
+                        else:
+                            h2 = mat(sm, R, D)
                         add_mat(gm, dot_tn(h2, dpre, DOT), D, F)
                     else:
                         put(sg, dpre, R, F)
@@ -422,13 +429,15 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     dres = dres + dh2
                 # the attention's backward; dres is the gradient of the block's mid residual
                 add_vec(gbo, tl.sum(dres, axis=0), D)
-                if CLS and lyr == L - 1:
-                    if LN:
-                        hc = at_cls(mat(sl, R, D) * vec(pl, D)[None, :]
-                                    + vec(pl + D, D)[None, :], BT, P, D)
-                    else:
-                        hc = at_cls(mat(sl, R, D), BT, P, D)
+                if LN:  # the block's input
+                    xhat = mat(sl, R, D)
+                    rstd = tl.load(sl + R * D + rows)
+                    h = xhat * vec(pl, D)[None, :] + vec(pl + D, D)[None, :]
                 else:
+                    h = mat(sl, R, D)
+                if CLS and lyr == L - 1:
+                    hc = at_cls(h, BT, P, D)
+                elif STAGE:
                     tl.debug_barrier()  # sres's last readers are done
                     put(sres, dres, R, D)
                     tl.debug_barrier()
@@ -458,48 +467,63 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     else:
                         q = mat(sq + hd * R * DH, R, DH)
                         pr = tl.reshape(mat(sp, BT * P, P), (BT, P, P))
-                        add_rows_gram(gwo + hd * DH * D, sq + (3 * H + hd) * R * DH, sres, R, DH,
-                                      D, sres, sres, 0, DOT)
-                        # dres from the scratch (not held across the heads' loop)
-                        dz3 = tl.reshape(dot_nt_k(sres, R, D, wo + hd * DH * D, DH, DOT),
-                                         (BT, P, DH))
+                        if STAGE:  # dres from the scratch (not held across the heads' loop)
+                            add_rows_gram(gwo + hd * DH * D, sq + (3 * H + hd) * R * DH, sres, R,
+                                          DH, D, sres, sres, 0, DOT)
+                            dz = dot_nt_k(sres, R, D, wo + hd * DH * D, DH, DOT)
+                        else:
+                            z = mat(sq + (3 * H + hd) * R * DH, R, DH)
+                            add_mat(gwo + hd * DH * D, dot_tn(z, dres, DOT), DH, D)
+                            dz = dot_nt(dres, wo_h, DOT)
+                        dz3 = tl.reshape(dz, (BT, P, DH))
                         dp = tl.dot(dz3, tl.permute(v3, (0, 2, 1)), input_precision=DOT)
                         dv3 = tl.dot(tl.permute(pr, (0, 2, 1)), dz3, input_precision=DOT)
                         ds = pr * (dp - tl.sum(pr * dp, axis=2)[:, :, None]) * scale
                         q3 = tl.reshape(q, (BT, P, DH))
                         dq = tl.reshape(tl.dot(ds, k3, input_precision=DOT), (R, DH))
                         dk3 = tl.dot(tl.permute(ds, (0, 2, 1)), q3, input_precision=DOT)
+                        if not STAGE:
+                            add_mat(gq + hd * D * DH, dot_tn(h, dq, DOT), D, DH)
                         add_vec(gbq + hd * DH, tl.sum(dq, axis=0), DH)
                         dh += dot_nt(dq, mat(wq + hd * D * DH, D, DH), DOT)
                     dk = tl.reshape(dk3, (R, DH))
                     dv = tl.reshape(dv3, (R, DH))
-                    # the weights' gradients from the scratch, 16 rows at a time: h from x̂
-                    tl.debug_barrier()  # sg's last readers (the head before, the MLP) are done
-                    if not (CLS and lyr == L - 1):
-                        put(sg, dq, R, DH)
-                    put(sg + R * DH, dk, R, DH)
-                    put(sg + 2 * R * DH, dv, R, DH)
-                    tl.debug_barrier()
-                    if not (CLS and lyr == L - 1):
-                        add_rows_gram(gq + hd * D * DH, sl, sg, R, D, DH, pl, pl + D,
+                    if STAGE:  # from the scratch, 16 rows at a time: h from x̂
+                        tl.debug_barrier()  # sg's last readers (the head before, the MLP) are done
+                        if not (CLS and lyr == L - 1):
+                            put(sg, dq, R, DH)
+                        put(sg + R * DH, dk, R, DH)
+                        put(sg + 2 * R * DH, dv, R, DH)
+                        tl.debug_barrier()
+                        if not (CLS and lyr == L - 1):
+                            add_rows_gram(gq + hd * D * DH, sl, sg, R, D, DH, pl, pl + D,
+                                          1 if LN else 0, DOT)
+                        add_rows_gram(gk + hd * D * DH, sl, sg + R * DH, R, D, DH, pl, pl + D,
                                       1 if LN else 0, DOT)
-                    add_rows_gram(gk + hd * D * DH, sl, sg + R * DH, R, D, DH, pl, pl + D,
-                                  1 if LN else 0, DOT)
-                    add_rows_gram(gv + hd * D * DH, sl, sg + 2 * R * DH, R, D, DH, pl, pl + D,
-                                  1 if LN else 0, DOT)
-                    add_vec(gbk + hd * DH, tl.sum(dk, axis=0), DH)
-                    add_vec(gbv + hd * DH, tl.sum(dv, axis=0), DH)
+                        add_rows_gram(gv + hd * D * DH, sl, sg + 2 * R * DH, R, D, DH, pl,
+                                      pl + D, 1 if LN else 0, DOT)
+                        add_vec(gbk + hd * DH, tl.sum(dk, axis=0), DH)
+                        add_vec(gbv + hd * DH, tl.sum(dv, axis=0), DH)
+                    else:
+                        add_mat(gk + hd * D * DH, dot_tn(h, dk, DOT), D, DH)
+                        add_vec(gbk + hd * DH, tl.sum(dk, axis=0), DH)
+                        add_mat(gv + hd * D * DH, dot_tn(h, dv, DOT), D, DH)
+                        add_vec(gbv + hd * DH, tl.sum(dv, axis=0), DH)
                     dh += dot_nt(dk, mat(wk + hd * D * DH, D, DH), DOT)
                     dh += dot_nt(dv, mat(wv + hd * D * DH, D, DH), DOT)
-                if LN:  # x̂ read back here, not held across the heads' loop
-                    xhat = mat(sl, R, D)
+                if LN:
+                    if STAGE:  # x̂ read back here, not held across the heads' loop
+                        xhat = mat(sl, R, D)
+                        rstd = tl.load(sl + R * D + rows)
                     add_vec(gl, tl.sum(dh * xhat, axis=0), D)
                     add_vec(gl + D, tl.sum(dh, axis=0), D)
-                    dh = ln_bwd(dh, xhat, tl.load(sl + R * D + rows), vec(pl, D), D)
+                    dh = ln_bwd(dh, xhat, rstd, vec(pl, D), D)
                 if CLS and lyr == L - 1:  # the residual reaches the rows below at CLS only
                     dres = on_cls_rows(dres, BT, P, D) + dh
-                else:
+                elif STAGE:
                     dres = mat(sres, R, D) + dh  # the same values, read back
+                else:
+                    dres = dres + dh
             # ---- the embeddings: one-hot products sum each token's rows in row order ---------
             # 16 rows at a time from the scratch: a product over all R rows at once ran on the
             # FMA units (fp32) with each thread holding its one-hot rows over all R, half the

@@ -32,6 +32,11 @@ EXAMPLES_PER_PROGRAM = 512  # a program's share of a member's batch (its tiles, 
 # pipelining buffers every load of the head loop in shared memory (576 KiB at 3 stages, past
 # the 227 KiB a block may hold; 224 KiB at one).
 NUM_WARPS, NUM_STAGES = 16, 1
+# The weight gradients over a tile's rows read their operands back from the scratch, 16 rows at
+# a time (gpu_tile_kernels.add_rows_gram): half the spilled registers of one product each from
+# registers (bench/gpu_tile_compile.py --held), for ≈ 2 MB more scratch traffic a tile. Only a
+# GPU can weigh the two; bench/gpu_check.py times both (TILE_SHAPES "16:16" and "16:16:held").
+STAGE_GRADS = True
 
 
 def max_registers(warps: int) -> int:
@@ -120,7 +125,7 @@ def kernel_constants(shape, tiles: int, dot: str) -> dict:
                 D=shape.d_model, H=shape.heads, DH=shape.d_model // shape.heads, F=shape.d_mlp,
                 K=shape.label_mod, KP=lay.KP, L=shape.layers, LN=bool(shape.ln), BT=BT,
                 TILES=tiles, DOT=dot, O_POS=lay.o_pos, O_L0=lay.o_layer0,
-                LSTRIDE=lay.layer_stride, O_FIN=lay.o_final)
+                LSTRIDE=lay.layer_stride, O_FIN=lay.o_final, STAGE=STAGE_GRADS)
 
 
 def products() -> str:

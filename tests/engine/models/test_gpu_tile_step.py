@@ -46,10 +46,16 @@ SHAPES = {  # each takes other branches of the kernel
 }
 
 
-@pytest.mark.parametrize("tile", [16, 4])  # 4: the last block at every position, CLS read after
+# (examples a tile, the weight gradients staged in the scratch): 4 runs the last block at every
+# position and reads CLS after it; staged off, the weight gradients are one product each from
+# registers (gpu_tile_step.STAGE_GRADS, the variant bench/gpu_check.py times beside the engine's)
+@pytest.mark.parametrize(("tile", "staged"), [(16, True), (4, True), (16, False)],
+                         ids=["16", "4", "16 held"])
 @pytest.mark.parametrize("name", list(SHAPES))
-def test_the_fused_step_gives_autograds_loss_and_gradients(gpu_step, monkeypatch, name, tile):
+def test_the_fused_step_gives_autograds_loss_and_gradients(gpu_step, monkeypatch, name, tile,
+                                                           staged):
     monkeypatch.setattr(gpu_step, "BT", tile)
+    monkeypatch.setattr(gpu_step, "STAGE_GRADS", staged)
     kw = dict(SHAPES[name])
     B = kw.pop("B")
     model, x, y = model_and_batch(2, B, **kw)
