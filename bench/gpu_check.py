@@ -139,17 +139,18 @@ def fit_speed(rows: list[dict], note: str) -> Speed | None:
     return Speed(1.0 / inv_f, float(pass_s), note)
 
 
-def table(title: str, cfg_for, unit: str, engines: dict[str, list[int]]
-          ) -> dict[str, Speed | None]:
-    """Each engine × precision at its ensemble sizes (``engines``: {engine: sizes}): one row per
-    size, then the fit; keyed ``precision`` for the eager engine, ``engine precision`` else."""
+def table(title: str, cfg_for, unit: str, engines: dict[str, list[int]],
+          precisions: list[str] | None = None) -> dict[str, Speed | None]:
+    """Each engine × precision (``precisions``, else $PRECISIONS) at its ensemble sizes
+    (``engines``: {engine: sizes}): one row per size, then the fit; keyed ``precision`` for the
+    eager engine, ``engine precision`` else."""
     print(f"\n{title}")
     print(f"{'engine':>8} {'prec':>5} {'E':>5} {'passes':>6} {'s/' + unit:>9} "
           f"{'seed-' + unit + 's/s':>13} {'TFLOP/s':>8} {'MiB/member':>11} {'est MiB':>8} "
           f"{'eval s':>7} {'warm s':>7}", flush=True)
     speeds = {}
     for engine, sizes in engines.items():
-        for precision in os.environ.get("PRECISIONS", "fp32 bf16 tf32").split():
+        for precision in precisions or os.environ.get("PRECISIONS", "fp32 bf16 tf32").split():
             if precision == "bf16" and not (hardware.native_bf16(DEVICE) or FORCE_BF16):
                 print(f" bf16 skipped: not native on {DEVICE}")
                 continue
@@ -246,14 +247,18 @@ def main() -> None:
     # here only, to be compared.
     tiled = env_ints("S_TILE_MEMBERS", "64 256")
     shapes = os.environ.get("TILE_SHAPES", "16:16 16:16:held").split() if tiled else []
-    for shape in shapes:
-        tile, warps, *held = shape.split(":")
-        gpu_tile_step.BT, gpu_tile_step.NUM_WARPS = int(tile), int(warps)
-        gpu_tile_step.STAGE_GRADS = held != ["held"]
-        rows = table(f"study S, the same, trained by engine 13 (the fused Triton step), tiles of "
-                     f"{tile} examples, {warps} warps, weight gradients "
-                     f"{'held' if held else 'staged'}", s_cfg, "epoch", {"13": tiled})
-        s.update({k.replace("13", f"13 ({shape})"): v for k, v in rows.items()})
+    # precision by precision, every shape in each, so that a time limit cuts whole precisions
+    # (PRECISIONS lists the better candidate first) and never one side of a comparison
+    for precision in os.environ.get("PRECISIONS", "fp32 bf16 tf32").split() if shapes else []:
+        for shape in shapes:
+            tile, warps, *held = shape.split(":")
+            gpu_tile_step.BT, gpu_tile_step.NUM_WARPS = int(tile), int(warps)
+            gpu_tile_step.STAGE_GRADS = held != ["held"]
+            rows = table(f"study S, the same, trained by engine 13 (the fused Triton step), "
+                         f"tiles of {tile} examples, {warps} warps, weight gradients "
+                         f"{'held' if held else 'staged'}", s_cfg, "epoch", {"13": tiled},
+                         [precision])
+            s.update({k.replace("13", f"13 ({shape})"): v for k, v in rows.items()})
     gpu_tile_step.BT, gpu_tile_step.NUM_WARPS = SHIPPED_TILE
     gpu_tile_step.STAGE_GRADS = True
     m = table(f"study M, P = {p}, width {width}, train fraction 0.8, full batch", m_cfg,
