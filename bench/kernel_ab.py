@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import ctypes
 import dataclasses
+import re
 import statistics
 import subprocess
 import sys
@@ -57,12 +58,24 @@ BIT_SHAPES = {
 
 
 def committed(rev: str, out: Path) -> Path:
+    """The kernel's source as committed at ``rev``, written to ``out`` with the local headers
+    it includes there (since 2026-12-06 the step is split into headers) beside it."""
+    def show(rel: Path) -> str:
+        done = subprocess.run(["git", "show", f"{rev}:{rel}"], cwd=ROOT, capture_output=True,
+                              text=True)
+        if done.returncode:
+            raise SystemExit(f"error: git show {rev}:{rel} failed: {done.stderr.strip()}")
+        return done.stdout
+
     rel = tile_step.SOURCE.relative_to(ROOT)
-    done = subprocess.run(["git", "show", f"{rev}:{rel}"], cwd=ROOT, capture_output=True,
-                          text=True)
-    if done.returncode:
-        raise SystemExit(f"error: git show {rev}:{rel} failed: {done.stderr.strip()}")
-    out.write_text(done.stdout)
+    out.write_text(show(rel))
+    pending = [out]
+    while pending:  # its quoted includes, and theirs, from the same revision
+        for name in re.findall(r'^\s*#\s*include\s+"([^"]+)"', pending.pop().read_text(), re.M):
+            header = out.parent / name
+            if not header.exists():
+                header.write_text(show(rel.parent / name))
+                pending.append(header)
     return out
 
 

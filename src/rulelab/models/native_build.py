@@ -17,6 +17,7 @@ import functools
 import hashlib
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
@@ -67,6 +68,28 @@ def _cpu_key() -> str:
     return platform.machine() + "\n".join(keep)
 
 
+def local_headers(source: Path) -> list[Path]:
+    """The headers ``source`` includes by a quoted name from its own folder, and theirs, in
+    the order first included (``step_kernels.cpp``'s vectors, matmuls, …)."""
+    found: list[Path] = []
+
+    def visit(path: Path) -> None:
+        for name in re.findall(r'^\s*#\s*include\s+"([^"]+)"', path.read_text(), re.M):
+            header = source.parent / name
+            if header not in found:
+                found.append(header)
+                visit(header)
+
+    visit(source)
+    return found
+
+
+def source_text(source: Path) -> str:
+    """``source`` and every local header it includes: what a build of it compiles, so that
+    its cache key changes with any of them."""
+    return "\0".join(p.read_text() for p in [source, *local_headers(source)])
+
+
 def load(source: Path, declare: Callable[[ctypes.CDLL], ctypes.CDLL]) -> ctypes.CDLL | str:
     """``source`` built (or found built) and loaded, its functions typed by ``declare``; or
     why not, in one line."""
@@ -80,7 +103,7 @@ def load(source: Path, declare: Callable[[ctypes.CDLL], ctypes.CDLL]) -> ctypes.
         exe = Path(shutil.which(cxx) or cxx).resolve()
         stat = exe.stat()
         who = f"{exe}:{stat.st_size}:{stat.st_mtime_ns}"
-        key = hashlib.sha256("\0".join([source.read_text(), " ".join(FLAGS), who,
+        key = hashlib.sha256("\0".join([source_text(source), " ".join(FLAGS), who,
                                         _cpu_key()]).encode()).hexdigest()[:16]
         lib = cache_dir() / f"{source.stem.removesuffix('_kernels')}-{key}.so"
         if not lib.exists():
