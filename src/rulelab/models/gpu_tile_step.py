@@ -33,7 +33,7 @@ EXAMPLES_PER_PROGRAM = 512  # a program's share of a member's batch (its tiles, 
 # the 227 KiB a block may hold; 224 KiB at one).
 NUM_WARPS, NUM_STAGES = 16, 1
 # The weight gradients over a tile's rows read their operands back from the scratch, 16 rows at
-# a time (gpu_tile_kernels.add_rows_gram): half the spilled registers of one product each from
+# a time (gpu_tile_parts.add_rows_gram): half the spilled registers of one product each from
 # registers (bench/gpu_tile_compile.py --held), for ≈ 2 MB more scratch traffic a tile. Only a
 # GPU can weigh the two; bench/gpu_check.py times both (TILE_SHAPES "16:16" and "16:16:held").
 STAGE_GRADS = True
