@@ -25,13 +25,13 @@
 #include <type_traits>
 
 // Each a header of its own: the vectors and lanes, the fp32 weight matmuls, the step's
-// precision (bf16 operands, MatMul), the LayerNorms. One translation unit, in this order.
+// precision (bf16 operands, MatMul), the LayerNorms, the attention's core. One translation
+// unit, in this order.
 #include "step_vectors.h"
 #include "step_matmuls.h"
 #include "step_precision.h"
 #include "step_layer_norm.h"
-
-typedef void (*vexp_fn)(int n, const float* a, float* r, long long mode);
+#include "step_attention.h"
 
 namespace {
 
@@ -204,37 +204,8 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
       A.ga = mm.rows(A.a, R, d, R, keep_rows(d, R));
       A.p = ar.take(H * Tq * T * Bt);
       A.z = ar.take(n * Rq);
-      {
-      RL_CLOCK(rl_attn_cycles);
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t bv = 0; bv < Bt; bv += AW) {
-          // every query's scores, less their max, then one exp over them all
-          for (int64_t pq = 0; pq < Tq; ++pq) {
-            va* sc = scores + pq * T;
-            // sc[pk] = Σ_j q[j] · k[j][pk], the keys side by side
-            chains_all(A.q + h * dh * Rq + pq * Bt + bv, Rq, A.kk + h * dh * R + bv, R, Bt, dh,
-                       T, sc);
-            for (int64_t pk = 0; pk < T; ++pk) sc[pk] = sc[pk] * scale;
-            va mx = sc[0];
-            for (int64_t pk = 1; pk < T; ++pk) mx = vmaxf(mx, sc[pk]);
-            for (int64_t pk = 0; pk < T; ++pk) sc[pk] -= mx;
-          }
-          vexp(static_cast<int>(Tq * T * AW), reinterpret_cast<float*>(scores),
-               reinterpret_cast<float*>(scores), mode);
-          for (int64_t pq = 0; pq < Tq; ++pq) {
-            va* sc = scores + pq * T;
-            va sum = sc[0];
-            for (int64_t pk = 1; pk < T; ++pk) sum += sc[pk];
-            for (int64_t pk = 0; pk < T; ++pk) sc[pk] /= sum;
-            float* pp = A.p + ((h * Tq + pq) * T) * Bt + bv;
-            for (int64_t pk = 0; pk < T; ++pk) sta(pp + pk * Bt, sc[pk]);
-            // z[j] = Σ_pk p[pk] · v[j][pk], the features side by side
-            chains_all(reinterpret_cast<const float*>(sc), AW, A.v + h * dh * R + bv, Bt, R, T,
-                       dh, zc);
-            for (int64_t j = 0; j < dh; ++j) sta(A.z + (h * dh + j) * Rq + pq * Bt + bv, zc[j]);
-          }
-        }
-      }
+      attention_forward(H, dh, T, Tq, Bt, scale, A.q, A.kk, A.v, A.p, A.z, scores, zc, vexp,
+                        mode);
       A.xm = ar.take(d * Rq);  // x_in + b_O + W_Oᵀ z
       for (int64_t i = 0; i < d; ++i) std::memcpy(A.xm + i * Rq, xin + i * R, Rq * 4);
       mm.product(w.o, mm.input(A.z, Rq, n, Rq, pbuf), A.xm, Rq, d, n, Rq, W[B_BO], true);
@@ -347,38 +318,7 @@ double rl_step(int64_t L, int64_t H, int64_t dh, int64_t d, int64_t f, int64_t T
       bias_grad(dres, Rq, d, Rq, GW[B_BO]);
       mm.gram(mm.rows(dres, Rq, d, Rq, gbuf), d, A.gz, n, Rq, GW[B_WO], 1, d);
       mm.product(w.o_t, mm.input(dres, Rq, d, Rq, pbuf), dz, Rq, n, d, Rq, nullptr, false);
-      // per head and block of 16 examples: each query's score gradients ds (and dq), then dk
-      // and dv as sums over the queries in query order (fma chains from 0, in registers)
-      {
-      RL_CLOCK(rl_attn_cycles);
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t bv = 0; bv < Bt; bv += AW) {
-          for (int64_t pq = 0; pq < Tq; ++pq) {
-            const float* pp = A.p + ((h * Tq + pq) * T) * Bt + bv;
-            va* ds = dss + pq * T;
-            va dot = bca(0.0f);
-            // ds[pk] = Σ_j dz[j] · v[j][pk], the keys side by side; then Σ p·ds in key order
-            chains_all(dz + h * dh * Rq + pq * Bt + bv, Rq, A.v + h * dh * R + bv, R, Bt, dh, T,
-                       ds);
-            for (int64_t pk = 0; pk < T; ++pk) dot = fma(lda(pp + pk * Bt), ds[pk], dot);
-            for (int64_t pk = 0; pk < T; ++pk) ds[pk] = lda(pp + pk * Bt) * (ds[pk] - dot) * scale;
-            // dq[j] = Σ_pk ds[pk] · k[j][pk], the features side by side
-            chains_all(reinterpret_cast<const float*>(ds), AW, A.kk + h * dh * R + bv, Bt, R, T,
-                       dh, zc);
-            for (int64_t j = 0; j < dh; ++j) sta(dq + (h * dh + j) * Rq + pq * Bt + bv, zc[j]);
-          }
-          // dv[j][pk] = Σ_pq p[pq][pk] · dz[j][pq], dk[j][pk] = Σ_pq ds[pq][pk] · q[j][pq],
-          // the features side by side
-          for (int64_t pk = 0; pk < T; ++pk) {
-            chains_all(A.p + (h * Tq * T + pk) * Bt + bv, T * Bt, dz + h * dh * Rq + bv, Bt, Rq,
-                       Tq, dh, zc);
-            for (int64_t j = 0; j < dh; ++j) sta(dv + (h * dh + j) * R + pk * Bt + bv, zc[j]);
-            chains_all(reinterpret_cast<const float*>(dss + pk), T * AW, A.q + h * dh * Rq + bv,
-                       Bt, Rq, Tq, dh, zc);
-            for (int64_t j = 0; j < dh; ++j) sta(dk + (h * dh + j) * R + pk * Bt + bv, zc[j]);
-          }
-        }
-      }
+      attention_backward(H, dh, T, Tq, Bt, scale, A.q, A.kk, A.v, A.p, dz, dq, dk, dv, dss, zc);
       // q, k, v's weights and biases; the gradient at the LayerNorm's output a
       std::memset(dm, 0, d * R * 4);
       for (int64_t h = 0; h < H; ++h) {

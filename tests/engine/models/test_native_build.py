@@ -1,6 +1,6 @@
 """The native kernels' build cache (rulelab.models.native_build): a library is keyed by its
 source and by every local header that source includes, so editing a header (the step's kernel
-is a .cpp and four headers) rebuilds it, and nothing changed finds the same library again."""
+is a .cpp and five headers) rebuilds it, and nothing changed finds the same library again."""
 
 from __future__ import annotations
 
@@ -54,6 +54,6 @@ def test_the_step_kernels_key_covers_its_headers():
 
     names = [p.name for p in native_build.local_headers(tile_step.SOURCE)]
     assert names == ["step_vectors.h", "step_matmuls.h", "step_precision.h",
-                     "step_layer_norm.h"]
+                     "step_layer_norm.h", "step_attention.h"]
     text = native_build.source_text(tile_step.SOURCE)
     assert all(p.read_text() in text for p in native_build.local_headers(tile_step.SOURCE))
