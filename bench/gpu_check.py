@@ -251,9 +251,10 @@ def main() -> None:
     # (PRECISIONS lists the better candidate first) and never one side of a comparison
     for precision in os.environ.get("PRECISIONS", "fp32 bf16 tf32").split() if shapes else []:
         for shape in shapes:
-            tile, warps, *held = shape.split(":")
+            tile, warps, *variant = shape.split(":")
+            held = variant == ["held"]
             gpu_tile_step.BT, gpu_tile_step.NUM_WARPS = int(tile), int(warps)
-            gpu_tile_step.STAGE_GRADS = held != ["held"]
+            gpu_tile_step.STAGE_GRADS = not held
             rows = table(f"study S, the same, trained by engine 13 (the fused Triton step), "
                          f"tiles of {tile} examples, {warps} warps, weight gradients "
                          f"{'held' if held else 'staged'}", s_cfg, "epoch", {"13": tiled},

@@ -21,7 +21,6 @@ import argparse
 import contextlib
 import ctypes
 import dataclasses
-import re
 import statistics
 import subprocess
 import sys
@@ -71,7 +70,7 @@ def committed(rev: str, out: Path) -> Path:
     out.write_text(show(rel))
     pending = [out]
     while pending:  # its quoted includes, and theirs, from the same revision
-        for name in re.findall(r'^\s*#\s*include\s+"([^"]+)"', pending.pop().read_text(), re.M):
+        for name in native_build.quoted_includes(pending.pop().read_text()):
             header = out.parent / name
             if not header.exists():
                 header.write_text(show(rel.parent / name))

@@ -291,12 +291,13 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     dres = dres + dh2
                 # the attention's backward; dres is the gradient of the block's mid residual
                 add_vec(gbo, tl.sum(dres, axis=0), D)
-                if LN:  # the block's input
-                    xhat = mat(sl, R, D)
-                    rstd = tl.load(sl + R * D + rows)
-                    h = xhat * vec(pl, D)[None, :] + vec(pl + D, D)[None, :]
-                else:
-                    h = mat(sl, R, D)
+                if (CLS and lyr == L - 1) or not STAGE:  # the block's input: CLS's queries
+                    if LN:  # read it, and the held weight gradients multiply it
+                        xhat = mat(sl, R, D)
+                        rstd = tl.load(sl + R * D + rows)
+                        h = xhat * vec(pl, D)[None, :] + vec(pl + D, D)[None, :]
+                    else:
+                        h = mat(sl, R, D)
                 if CLS and lyr == L - 1:
                     hc = at_cls(h, BT, P, D)
                 elif STAGE:
@@ -374,7 +375,7 @@ def step(p_ptr, g_ptr, x_ptr, y_ptr, loss_ptr, scr_ptr, B, n_prog, inv_denom, ep
                     dh += dot_nt(dk, mat(wk + hd * D * DH, D, DH), DOT)
                     dh += dot_nt(dv, mat(wv + hd * D * DH, D, DH), DOT)
                 if LN:
-                    if STAGE:  # x̂ read back here, not held across the heads' loop
+                    if STAGE:  # x̂ read here, not held across the heads' loop
                         xhat = mat(sl, R, D)
                         rstd = tl.load(sl + R * D + rows)
                     add_vec(gl, tl.sum(dh * xhat, axis=0), D)

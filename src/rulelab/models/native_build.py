@@ -68,13 +68,18 @@ def _cpu_key() -> str:
     return platform.machine() + "\n".join(keep)
 
 
+def quoted_includes(text: str) -> list[str]:
+    """The file names a C++ source includes in quotes (``#include "step_vectors.h"``), in order."""
+    return re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, re.M)
+
+
 def local_headers(source: Path) -> list[Path]:
     """The headers ``source`` includes by a quoted name from its own folder, and theirs, in
     the order first included (``step_kernels.cpp``'s vectors, matmuls, …)."""
     found: list[Path] = []
 
     def visit(path: Path) -> None:
-        for name in re.findall(r'^\s*#\s*include\s+"([^"]+)"', path.read_text(), re.M):
+        for name in quoted_includes(path.read_text()):
             header = source.parent / name
             if header not in found:
                 found.append(header)
